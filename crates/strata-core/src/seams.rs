@@ -1,0 +1,193 @@
+//! The seam traits between Strata's parts: token counting, embedding, generation, storage and
+//! context strategies.
+//!
+//! Each trait is object safe and `Send + Sync`, so that callers hold `&dyn Trait` or
+//! `Arc<dyn Trait>` and never learn which backend sits behind it.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Context, History, Role, Timestamp, ToolCall, Turn};
+
+/// The per-message framing a chat model adds around each message's text.
+///
+/// These are the numbers of OpenAI's published counting recipe for the gpt-4 and gpt-4o
+/// families: every message costs `per_message` tokens of framing plus its role and content,
+/// a `name` costs `per_name` more, and the reply is primed with `reply_priming` tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatFormat {
+    pub per_message: u32,
+    pub per_name: u32,
+    pub reply_priming: u32,
+}
+
+impl ChatFormat {
+    pub const OPENAI: ChatFormat = ChatFormat { per_message: 3, per_name: 1, reply_priming: 3 };
+}
+
+/// Counts tokens exactly as one tokenizer would.
+pub trait TokenCounter: Send + Sync {
+    /// A stable name such as `o200k_base`; recorded in results so numbers can be compared.
+    fn name(&self) -> &str;
+
+    /// Tokens in plain text, with special-token strings treated as ordinary text (as chat APIs
+    /// treat message content).
+    fn count(&self, text: &str) -> usize;
+
+    fn chat_format(&self) -> ChatFormat {
+        ChatFormat::OPENAI
+    }
+
+    /// Tokens one chat message costs, framing included.
+    ///
+    /// Every field that is sent is counted: role, name, content, a tool result's call id, and
+    /// each tool call's id, function name and arguments.
+    fn count_message(
+        &self,
+        role: Role,
+        name: Option<&str>,
+        content: &str,
+        tool_call_id: Option<&str>,
+        tool_calls: &[ToolCall],
+    ) -> usize {
+        let format = self.chat_format();
+        let mut n = format.per_message as usize + self.count(role.as_str()) + self.count(content);
+        if let Some(name) = name {
+            n += format.per_name as usize + self.count(name);
+        }
+        if let Some(id) = tool_call_id {
+            n += self.count(id);
+        }
+        for call in tool_calls {
+            n += self.count(&call.id) + self.count(&call.name) + self.count(&call.arguments);
+        }
+        n
+    }
+
+    /// Tokens a turn costs when sent verbatim as one message.
+    fn count_turn(&self, turn: &Turn) -> usize {
+        let name = turn.speaker.as_deref().and_then(crate::message_name);
+        let tool_call_id = if turn.role == Role::Tool { turn.tool_call_id.as_deref() } else { None };
+        self.count_message(turn.role, name.as_deref(), &turn.content, tool_call_id, &turn.tool_calls)
+    }
+}
+
+/// Turns text into fixed-size vectors (unit length, so a dot product is a cosine).
+pub trait Embedder: Send + Sync {
+    /// Identifies the model (and its revision) so caches never mix vectors of two models.
+    fn model_id(&self) -> &str;
+    fn dim(&self) -> usize;
+    /// One vector per text, in the order given.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EmbedError {
+    #[error("embedding model {model}: {message}")]
+    Backend { model: String, message: String },
+}
+
+/// One message of a prompt for a [`Generator`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChatMessage {
+    pub role: Role,
+    pub content: String,
+}
+
+/// What to generate: a chat prompt with limits. Decoding is greedy, so the same request gives
+/// the same text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerateRequest {
+    pub messages: Vec<ChatMessage>,
+    pub max_tokens: usize,
+    /// Give up (with [`GenerateError::Timeout`]) after this long.
+    pub deadline: Option<Duration>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Generation {
+    pub text: String,
+    pub prompt_tokens: usize,
+    pub generated_tokens: usize,
+}
+
+/// Writes text from a prompt: a local model, a server, or a fake in tests.
+pub trait Generator: Send + Sync {
+    fn model_id(&self) -> &str;
+    fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GenerateError {
+    #[error("generator {model}: no answer within {after:?}")]
+    Timeout { model: String, after: Duration },
+    #[error("generator {model}: {message}")]
+    Backend { model: String, message: String },
+}
+
+/// A search over one conversation's stored turns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallQuery {
+    pub text: String,
+    pub k: usize,
+    /// The query's embedding, for stores that score by vector similarity as well.
+    pub embedding: Option<Vec<f32>>,
+    /// Only turns whose timestamp lies in `[from, to]`.
+    pub time_range: Option<(Timestamp, Timestamp)>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    pub turn: Turn,
+    pub score: f32,
+}
+
+/// Where turns live in full: the cold tier.
+///
+/// Every method is scoped to one conversation id; a store never returns another
+/// conversation's turns.
+pub trait Store: Send + Sync {
+    /// Stores a turn durably; when this returns `Ok`, the turn survives a crash.
+    fn append(&self, conversation: &str, turn: &Turn) -> Result<(), StoreError>;
+    /// All turns of a conversation, in the order they were appended.
+    fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError>;
+    fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    #[error("store {location}: {message}")]
+    Backend { location: String, message: String },
+}
+
+/// Decides what of a history goes into the context under a token budget.
+pub trait Strategy: Send + Sync {
+    /// The name users select it by, such as `window`.
+    fn name(&self) -> &str;
+
+    /// Whether the context it builds stays within the budget. Only the `full` upper bound
+    /// says no: it sends everything, whatever the budget.
+    fn bounded(&self) -> bool {
+        true
+    }
+
+    /// Builds the context for the history as it stands. `question` is the question about to
+    /// be asked, for strategies that can use it (question-aware mode); others ignore it.
+    fn build(
+        &self,
+        history: &History,
+        budget: usize,
+        question: Option<&str>,
+    ) -> Result<Context, StrategyError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StrategyError {
+    #[error("strategy {strategy}: {message}")]
+    Failed { strategy: String, message: String },
+}
