@@ -1,0 +1,71 @@
+//! The two mechanisms the strategies share: the pinned system prompt, and the newest units of
+//! the history that fit a token allowance.
+
+use std::collections::BTreeSet;
+
+use strata_core::{Block, BlockKind, Context, History};
+
+/// Adds the pinned system prompt to `ctx` if it fits the budget, and returns the tokens left
+/// for everything else (after the per-request overhead).
+pub(crate) fn pin_system(history: &History, ctx: &mut Context) -> usize {
+    let budget = ctx.budget;
+    let pinned_tokens: usize = (0..history.pinned()).map(|i| history.tokens(i)).sum();
+    let mut left = budget.saturating_sub(ctx.overhead);
+    if history.pinned() == 0 {
+        return left;
+    }
+    if pinned_tokens <= left {
+        for i in 0..history.pinned() {
+            ctx.blocks.push(Block::from_turn(BlockKind::PinnedSystem, &history.turns()[i], history.tokens(i)));
+        }
+        left -= pinned_tokens;
+    } else {
+        ctx.notes.push(format!(
+            "system prompt ({pinned_tokens} tokens) does not fit the budget of {budget}; omitted"
+        ));
+    }
+    left
+}
+
+/// The newest turns that fit in `allowance` tokens, oldest first.
+///
+/// Walks back from the newest turn and stops at the first unit that does not fit, so the
+/// result is the recent end of the conversation with no holes. A unit (an assistant turn with
+/// the tool results that answer it) is taken whole or not at all. Pinned turns are never
+/// selected here. The cost is O(selected turns), independent of the length of the history.
+pub(crate) fn newest_fitting(history: &History, allowance: usize) -> (Vec<usize>, usize) {
+    let mut taken_units = BTreeSet::new();
+    let mut picked = Vec::new();
+    let mut used = 0usize;
+    for i in (history.pinned()..history.len()).rev() {
+        let unit_index = history.unit_index(i);
+        if taken_units.contains(&unit_index) {
+            continue;
+        }
+        let unit = history.unit_of(i);
+        if used + unit.tokens > allowance {
+            break;
+        }
+        used += unit.tokens;
+        taken_units.insert(unit_index);
+        picked.extend_from_slice(&unit.turns);
+    }
+    picked.sort_unstable();
+    (picked, used)
+}
+
+/// Appends the turns at `indices` (ascending) to the context verbatim.
+pub(crate) fn push_verbatim(history: &History, ctx: &mut Context, indices: &[usize]) {
+    for &i in indices {
+        ctx.blocks.push(Block::from_turn(BlockKind::VerbatimTurn, &history.turns()[i], history.tokens(i)));
+    }
+}
+
+/// A context with nothing in it costs nothing: the per-request overhead only applies once
+/// there is a message to send.
+pub(crate) fn finish(mut ctx: Context) -> Context {
+    if ctx.blocks.is_empty() {
+        ctx.overhead = 0;
+    }
+    ctx
+}
