@@ -1,2 +1,80 @@
-//! cli
-fn main(){}
+//! The `strata` command: compress a transcript into a context, count its tokens.
+//!
+//! Exit status: 0 on success, 2 for bad input (a file that does not load, an unknown strategy
+//! or tokenizer, a bad config), 1 for anything else. Output is built whole in memory and
+//! written at the end, so a failure never leaves half an answer on stdout.
+
+mod compress;
+mod input;
+mod tokens;
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Manages the memory of long LLM conversations.
+#[derive(Parser, Debug)]
+#[command(name = "strata", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Print the context a strategy would send to the model for a transcript.
+    Compress(compress::Args),
+    /// Print the token count of every turn and the totals.
+    Tokens(tokens::Args),
+}
+
+/// An error caused by what the user gave us; exits with status 2.
+#[derive(Debug)]
+pub(crate) struct BadInput(pub(crate) String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+fn exit_code(e: &anyhow::Error) -> u8 {
+    let bad_input = e.chain().any(|c| {
+        c.is::<BadInput>()
+            || c.is::<strata_transcript::LoadError>()
+            || c.is::<strata_strategies::ConfigError>()
+            || c.is::<strata_tokens::TokenizerError>()
+            || c.is::<strata_core::HistoryError>()
+    });
+    if bad_input {
+        2
+    } else {
+        1
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Compress(args) => compress::run(args),
+        Command::Tokens(args) => tokens::run(args),
+    };
+    match result {
+        Ok(out) => {
+            let mut stdout = std::io::stdout().lock();
+            // A closed pipe (`strata ... | head`) is not an error worth reporting.
+            let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("error: {e:#}");
+            }
+            ExitCode::from(exit_code(&e))
+        }
+    }
+}

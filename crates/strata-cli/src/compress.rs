@@ -1,0 +1,135 @@
+//! `strata compress`: the context a strategy builds for a transcript, as messages, text or
+//! JSON, with `--explain` listing every block on stderr.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context as _, Result};
+use strata_core::{Context, History};
+use strata_strategies::StrategiesConfig;
+
+use crate::input::{load, Input};
+use crate::BadInput;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    input: Input,
+    /// The strategy: full, window, recent-8-summary-12, summary-buffer.
+    #[arg(long, default_value = "window")]
+    strategy: String,
+    /// The token budget for the whole context.
+    #[arg(long)]
+    budget: usize,
+    /// How to print the context: messages (an OpenAI-style JSON array), text, or json (the
+    /// blocks with their kinds, source turn ids and tokens).
+    #[arg(long, default_value = "messages", value_parser = ["messages", "text", "json"])]
+    format: String,
+    /// List each block with its kind, source turn ids and tokens, on stderr.
+    #[arg(long)]
+    explain: bool,
+    /// Strategy settings, a TOML or JSON file with one table per strategy name.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Build the context as it stood right after this turn.
+    #[arg(long, value_name = "TURN_ID")]
+    at: Option<String>,
+}
+
+pub(crate) fn run(args: Args) -> Result<String> {
+    let config = match &args.config {
+        None => StrategiesConfig::default(),
+        Some(path) => {
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
+            StrategiesConfig::parse(&file, &text)?
+        }
+    };
+    let strategy = strata_strategies::build(&args.strategy, &config, None)?;
+    let loaded = load(&args.input)?;
+    let mut contexts = Vec::new();
+    let mut explain = String::new();
+    for w in &loaded.warnings {
+        writeln!(explain, "warning: {w}")?;
+    }
+    for c in &loaded.conversations {
+        let turns = match &args.at {
+            None => &c.turns[..],
+            Some(at) => match c.position(at) {
+                Some(i) => &c.turns[..=i],
+                None if loaded.conversations.len() > 1 => continue,
+                None => return Err(BadInput(format!("transcript {}: no turn `{at}`", c.id)).into()),
+            },
+        };
+        let history = History::from_turns(&c.id, turns, loaded.counter.clone())?;
+        let ctx = strategy
+            .build(&history, args.budget, None)
+            .with_context(|| format!("transcript {}", c.id))?;
+        if args.explain {
+            explain_context(&mut explain, &c.id, &history, &ctx)?;
+        }
+        contexts.push((c.id.clone(), ctx));
+    }
+    if args.explain {
+        #[allow(clippy::print_stderr)]
+        {
+            eprint!("{explain}");
+        }
+    }
+    render(&args.format, &contexts)
+}
+
+fn render(format: &str, contexts: &[(String, Context)]) -> Result<String> {
+    let single = contexts.len() == 1;
+    let mut out = match format {
+        "messages" if single => serde_json::to_string_pretty(&contexts[0].1.messages())?,
+        "messages" => {
+            // One JSON document for several conversations: an object keyed by their ids.
+            let map: serde_json::Map<String, serde_json::Value> = contexts
+                .iter()
+                .map(|(id, ctx)| Ok((id.clone(), serde_json::to_value(ctx.messages())?)))
+                .collect::<Result<_>>()?;
+            serde_json::to_string_pretty(&map)?
+        }
+        "json" if single => serde_json::to_string_pretty(&contexts[0].1)?,
+        "json" => serde_json::to_string_pretty(&contexts.iter().map(|(_, c)| c).collect::<Vec<_>>())?,
+        _ if single => contexts[0].1.render_text(),
+        _ => {
+            let parts: Vec<String> =
+                contexts.iter().map(|(id, ctx)| format!("### {id}\n\n{}", ctx.render_text())).collect();
+            parts.join("\n\n")
+        }
+    };
+    out.push('\n');
+    Ok(out)
+}
+
+fn explain_context(out: &mut String, id: &str, history: &History, ctx: &Context) -> Result<()> {
+    let total = ctx.total_tokens();
+    let full = history.full_context_tokens();
+    let reduction = if full == 0 { 0.0 } else { 100.0 * (1.0 - total as f64 / full as f64) };
+    writeln!(
+        out,
+        "{id}: strategy {}, budget {}, {}: {total} tokens in {} blocks; history {full} tokens in {} turns ({reduction:.1}% reduction)",
+        ctx.strategy,
+        ctx.budget,
+        history.counter().name(),
+        ctx.blocks.len(),
+        history.len(),
+    )?;
+    writeln!(out, "{:>5}  {:<14} {:>7}  source", "#", "kind", "tokens")?;
+    for (i, b) in ctx.blocks.iter().enumerate() {
+        let ids = match b.source_ids.as_slice() {
+            [] => "-".to_string(),
+            [one] => one.clone(),
+            many if many.len() <= 4 => many.join(","),
+            many => format!("{}..{} ({} turns)", many[0], many[many.len() - 1], many.len()),
+        };
+        writeln!(out, "{:>5}  {:<14} {:>7}  {ids}", i + 1, b.kind.as_str(), b.tokens)?;
+    }
+    writeln!(out, "{:>5}  {:<14} {:>7}  reply priming", "", "overhead", ctx.overhead)?;
+    for n in &ctx.notes {
+        writeln!(out, "note: {n}")?;
+    }
+    Ok(())
+}

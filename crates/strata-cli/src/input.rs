@@ -1,0 +1,56 @@
+//! Arguments shared by the commands that read a transcript, and loading it.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Result;
+use strata_core::{Conversation, TokenCounter};
+use strata_transcript::InputFormat;
+
+use crate::BadInput;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct Input {
+    /// A transcript: Strata JSON or JSONL, OpenAI chat messages, or LoCoMo's file.
+    pub(crate) file: PathBuf,
+    /// Only this conversation of a file that holds several.
+    #[arg(long, value_name = "ID")]
+    pub(crate) conversation: Option<String>,
+    /// Read the file as this format instead of detecting it: strata, messages, locomo.
+    #[arg(long, value_name = "FORMAT")]
+    pub(crate) input_format: Option<String>,
+    /// Count tokens with o200k, cl100k, estimate, or a tokenizer.json path.
+    #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
+    pub(crate) tokenizer: String,
+}
+
+pub(crate) struct Loaded {
+    pub(crate) conversations: Vec<Conversation>,
+    pub(crate) warnings: Vec<String>,
+    pub(crate) counter: Arc<dyn TokenCounter>,
+}
+
+pub(crate) fn load(input: &Input) -> Result<Loaded> {
+    let format = match &input.input_format {
+        None => None,
+        Some(f) => Some(InputFormat::parse(f).ok_or_else(|| {
+            BadInput(format!("unknown input format `{f}`: expected strata, messages or locomo"))
+        })?),
+    };
+    let counter = strata_tokens::from_spec(&input.tokenizer)?;
+    let loaded = strata_transcript::load_path(&input.file, format)?;
+    let mut conversations = loaded.conversations;
+    if let Some(id) = &input.conversation {
+        conversations.retain(|c| &c.id == id);
+        if conversations.is_empty() {
+            return Err(BadInput(format!("{}: no conversation with id `{id}`", input.file.display())).into());
+        }
+    }
+    // Keep the warnings about the conversations chosen; they name their transcript.
+    let warnings = loaded
+        .warnings
+        .into_iter()
+        .filter(|w| conversations.iter().any(|c| w.contains(&format!(" transcript {}: ", c.id))))
+        .collect();
+    Ok(Loaded { conversations, warnings, counter })
+}

@@ -1,0 +1,158 @@
+//! End-to-end tests of the `strata` binary: real files in, stdout, stderr and exit status out.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn strata(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().expect("strata runs")
+}
+
+fn data_dir() -> PathBuf {
+    std::env::var_os("STRATA_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets"))
+}
+
+fn locomo() -> String {
+    data_dir().join("locomo/locomo10.json").display().to_string()
+}
+
+/// Writes `bytes` to a file named `name` in a fresh temporary directory.
+fn file(name: &str, bytes: &[u8]) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(name);
+    std::fs::write(&path, bytes).unwrap();
+    (dir, path.display().to_string())
+}
+
+/// Bad input: exit status 2, nothing on stdout, one line on stderr that names the place.
+fn assert_rejected(name: &str, bytes: &[u8], place: &str) {
+    let (_dir, path) = file(name, bytes);
+    let out = strata(&["compress", &path, "--budget", "100"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+    assert!(out.stdout.is_empty(), "{name}: half-written output");
+    assert_eq!(stderr.lines().count(), 1, "{name}: one line: {stderr}");
+    assert!(stderr.starts_with(&format!("error: {path}")), "{name}: names the file: {stderr}");
+    assert!(stderr.contains(place), "{name}: names `{place}`: {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn truncated_json_is_rejected() {
+    assert_rejected("t.json", br#"{"id": "a", "turns": [{"id": "t1", "role": "us"#, ":1:");
+}
+
+#[test]
+fn invalid_utf8_is_rejected() {
+    assert_rejected("u.json", b"{\"id\": \"a\", \"turns\": [{\"id\": \"t1\", \"role\": \"user\", \"content\": \"\xc3\x28\"}]}", "invalid UTF-8");
+}
+
+#[test]
+fn missing_role_is_rejected() {
+    assert_rejected("r.json", br#"{"id": "a", "turns": [{"id": "t7", "content": "x"}]}"#, "turn t7: missing `role`");
+}
+
+#[test]
+fn duplicate_turn_ids_are_rejected() {
+    let text = br#"{"id": "a", "turns": [{"id": "t1", "role": "user", "content": "x"}, {"id": "t1", "role": "user", "content": "y"}]}"#;
+    assert_rejected("d.json", text, "turn t1: duplicate turn id");
+}
+
+#[test]
+fn decreasing_timestamps_are_rejected() {
+    let text = br#"{"id": "a", "turns": [
+        {"id": "t1", "role": "user", "content": "x", "timestamp": "2026-03-02T10:00:00Z"},
+        {"id": "t2", "role": "user", "content": "y", "timestamp": "2026-03-02T09:00:00Z"}]}"#;
+    assert_rejected("ts.json", text, "turn t2: timestamp");
+}
+
+#[test]
+fn a_50_mb_turn_is_rejected() {
+    let text = format!(r#"{{"id": "a", "turns": [{{"id": "huge", "role": "user", "content": "{}"}}]}}"#, "y".repeat(50 << 20));
+    assert_rejected("big.json", text.as_bytes(), "turn huge: content is 52428800 bytes");
+}
+
+#[test]
+fn unknown_format_marker_is_rejected() {
+    assert_rejected("f.json", br#"{"format": "strata.transcript/9", "id": "a", "turns": []}"#, "unknown format marker");
+}
+
+#[test]
+fn jsonl_errors_name_the_line() {
+    assert_rejected("x.jsonl", b"{\"id\": \"a\", \"turns\": []}\n{\"id\": \"b\", \"turns\": [{\"id\": \"t1\"}]}\n", ":2: transcript b: turn t1: missing `role`");
+}
+
+#[test]
+fn unknown_strategy_and_tokenizer_exit_2() {
+    let (_dir, path) = file("ok.json", br#"{"id": "a", "turns": []}"#);
+    for (args, msg) in [
+        (vec!["--strategy", "magic"], "unknown strategy `magic`"),
+        (vec!["--tokenizer", "gpt2"], "unknown tokenizer `gpt2`"),
+        (vec!["--at", "nope"], "transcript a: no turn `nope`"),
+    ] {
+        let mut all = vec!["compress", path.as_str(), "--budget", "10"];
+        all.extend(args);
+        let out = strata(&all);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(String::from_utf8_lossy(&out.stderr).contains(msg));
+    }
+}
+
+#[test]
+fn locomo_window_at_2000_fits_the_budget() {
+    let out = strata(&["compress", &locomo(), "--strategy", "window", "--budget", "2000", "--format", "json", "--explain"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let contexts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(contexts.len(), 10);
+    for ctx in &contexts {
+        let blocks = ctx["blocks"].as_array().unwrap();
+        let sum: u64 = blocks.iter().map(|b| b["tokens"].as_u64().unwrap()).sum::<u64>() + ctx["overhead"].as_u64().unwrap();
+        assert!(sum <= 2000 && sum > 1800, "{sum}");
+    }
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("conv-26: strategy window, budget 2000, o200k_base:"), "{stderr}");
+    assert!(stderr.contains("verbatim_turn"));
+}
+
+#[test]
+fn messages_output_is_an_openai_array() {
+    let text = br#"{"id": "a", "turns": [
+        {"id": "s", "role": "system", "content": "Be brief."},
+        {"id": "u", "role": "user", "speaker": "Jane Doe", "content": "Hi"},
+        {"id": "b", "role": "assistant", "content": "Hello"}]}"#;
+    let (_dir, path) = file("m.json", text);
+    let out = strata(&["compress", &path, "--budget", "1000"]);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "name": "Jane_Doe", "content": "Hi"},
+            {"role": "assistant", "content": "Hello"}
+        ])
+    );
+    // The same file through `tokens`: the totals match what compress counted.
+    let out = strata(&["tokens", &path]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("a: 3 turns, 24 tokens (o200k_base"), "{stdout}");
+}
+
+#[test]
+fn config_files_change_the_strategy() {
+    let (_dir, cfg) = file("c.toml", b"[recent-8-summary-12]\nrecent = 1\nsummarized = 1\n");
+    let text = br#"[{"role": "user", "content": "one"}, {"role": "assistant", "content": "1"},
+                    {"role": "user", "content": "two"}, {"role": "assistant", "content": "2"},
+                    {"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]"#;
+    let (_dir2, path) = file("m.json", text);
+    let out = strata(&["compress", &path, "--budget", "1000", "--strategy", "recent-8-summary-12", "--config", &cfg, "--format", "text"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "system: Conversation Summary (earlier context):\nTopics discussed: two\nKey points: 2\n\nsystem: Recent conversation details:\nQ: three\nA: 3\n"
+    );
+    let (_dir3, bad) = file("bad.toml", b"[window]\nsize = 1\n");
+    let out = strata(&["compress", &path, "--budget", "10", "--config", &bad]);
+    assert_eq!(out.status.code(), Some(2));
+}
