@@ -176,6 +176,35 @@ impl History {
         Ok(())
     }
 
+    /// Rolls the history back to its first `len` turns, as when a user edits an earlier
+    /// message and the conversation continues from there. Costs O(turns removed).
+    pub fn truncate(&mut self, len: usize) {
+        while self.turns.len() > len {
+            let index = self.turns.len() - 1;
+            let turn = self.turns.pop().expect("len > 0");
+            let tokens = self.tokens.pop().expect("one count per turn");
+            let unit = self.unit_of.pop().expect("one unit per turn");
+            // A unit's turns are ascending, so the turn being removed is its last one.
+            self.units[unit].turns.pop();
+            self.units[unit].tokens -= tokens;
+            if self.units[unit].turns.is_empty() {
+                debug_assert_eq!(unit, self.units.len() - 1, "a unit starts at its first turn");
+                self.units.pop();
+            }
+            if turn.role == Role::Assistant {
+                if let Some(call) = &turn.tool_call_id {
+                    self.call_owner.remove(call);
+                }
+                for call in &turn.tool_calls {
+                    self.call_owner.remove(&call.id);
+                }
+            }
+            self.by_id.remove(&turn.id);
+            self.total_tokens -= tokens;
+            self.pinned = self.pinned.min(index);
+        }
+    }
+
     fn last_timestamp(&self) -> Option<(&str, crate::Timestamp)> {
         // Walks back over turns without timestamps; transcripts either carry timestamps on
         // every turn or on none, so this is O(1) in practice.

@@ -138,3 +138,32 @@ fn context_renders_text_and_messages() {
     assert_eq!(ctx.verbatim_ids().collect::<Vec<_>>(), ["s", "u1"]);
     assert_eq!(ctx.messages()[1].name.as_deref(), Some("jane"));
 }
+
+#[test]
+fn truncate_restores_the_earlier_state() {
+    let mut call = Turn::new("a1", Role::Assistant, "");
+    call.tool_calls = vec![ToolCall { id: "c1".into(), name: "ls".into(), arguments: "{}".into() }];
+    let turns = vec![
+        Turn::new("s", Role::System, "sys"),
+        Turn::new("u1", Role::User, "list files"),
+        call,
+        Turn::new("t1", Role::Tool, "a b").with_tool_call_id("c1"),
+        Turn::new("u2", Role::User, "thanks"),
+    ];
+    let mut h = history(&turns).unwrap();
+    let earlier = history(&turns[..2]).unwrap();
+    h.truncate(2);
+    assert_eq!(h.len(), 2);
+    assert_eq!(h.total_tokens(), earlier.total_tokens());
+    assert_eq!(h.unit_count(), earlier.unit_count());
+    assert_eq!(h.index_of("t1"), None);
+    // The ids and call ids of removed turns are free again.
+    h.push(turns[2].clone()).unwrap();
+    h.push(turns[3].clone()).unwrap();
+    assert_eq!(h.unit_of(3).turns, vec![2, 3]);
+    h.truncate(3);
+    assert_eq!(h.unit_of(2).turns, vec![2]);
+    assert_eq!(h.unit_of(2).tokens, h.tokens(2));
+    h.truncate(0);
+    assert_eq!((h.len(), h.pinned(), h.total_tokens(), h.unit_count()), (0, 0, 0, 0));
+}
