@@ -3,14 +3,25 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod datasets;
 mod tidy;
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
+
+const USAGE: &str = "usage: cargo xtask <task>
+
+tasks:
+  tidy                     check project rules (also run by cargo test)
+  eval [ARGS]              run `strata eval` in release mode (ARGS as `strata eval --help`)
+  gen-probes [--seed N]    write the seeded probe set to datasets/probes/probes.jsonl
+  fetch-datasets [--check] download the public datasets into ../shared/datasets (or
+                           STRATA_DATA) and verify every sha256 in MANIFEST.tsv";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or_default();
     match args.first().map(String::as_str) {
         Some("tidy") => {
             let problems = tidy::check(&root())?;
@@ -24,11 +35,55 @@ fn main() -> Result<()> {
                 bail!("{} tidy problems", problems.len())
             }
         }
+        Some("eval") => cargo_run_release(&[&["eval"], &rest.iter().map(String::as_str).collect::<Vec<_>>()[..]].concat()),
+        Some("gen-probes") => gen_probes(rest),
+        Some("fetch-datasets") => datasets::fetch(&root(), rest.iter().any(|a| a == "--check")),
         _ => {
-            eprintln!("usage: cargo xtask <task>\n\ntasks:\n  tidy    check project rules (also run by cargo test)");
+            eprintln!("{USAGE}");
             std::process::exit(2);
         }
     }
+}
+
+/// Runs the `strata` binary, built in release mode, from the repository root.
+fn cargo_run_release(args: &[&str]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let status = std::process::Command::new(cargo)
+        .args(["run", "--quiet", "--release", "-p", "strata-cli", "--"])
+        .args(args)
+        .current_dir(root())
+        .status()?;
+    if !status.success() {
+        std::process::exit(status.code().unwrap_or(1));
+    }
+    Ok(())
+}
+
+fn gen_probes(args: &[String]) -> Result<()> {
+    let mut seed = 7u64;
+    let mut out = root().join(strata_eval::suite::PROBES_FILE);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--seed" => seed = it.next().context("--seed needs a number")?.parse().context("--seed needs a number")?,
+            "--out" => out = PathBuf::from(it.next().context("--out needs a path")?),
+            other => bail!("gen-probes: unknown argument `{other}`"),
+        }
+    }
+    let conversations = strata_eval::probes::generate(seed, &strata_eval::probes::ProbeSetConfig::default());
+    let mut text = String::new();
+    for c in &conversations {
+        text.push_str(&strata_transcript::to_json(c));
+        text.push('\n');
+    }
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&out, text)?;
+    let probes: usize = conversations.iter().map(|c| c.probes.len()).sum();
+    let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
+    println!("{}: {} conversations, {turns} turns, {probes} probes (seed {seed})", out.display(), conversations.len());
+    Ok(())
 }
 
 /// The workspace root: xtask lives one level below it.

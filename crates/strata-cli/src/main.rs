@@ -5,6 +5,7 @@
 //! written at the end, so a failure never leaves half an answer on stdout.
 
 mod compress;
+mod eval;
 mod input;
 mod tokens;
 
@@ -27,6 +28,8 @@ enum Command {
     Compress(compress::Args),
     /// Print the token count of every turn and the totals.
     Tokens(tokens::Args),
+    /// Score strategies' retention and token reduction on benchmark transcripts.
+    Eval(eval::Args),
 }
 
 /// An error caused by what the user gave us; exits with status 2.
@@ -48,6 +51,7 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             || c.is::<strata_strategies::ConfigError>()
             || c.is::<strata_tokens::TokenizerError>()
             || c.is::<strata_core::HistoryError>()
+            || c.is::<strata_eval::BadInput>()
     });
     if bad_input {
         2
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Compress(args) => compress::run(args),
         Command::Tokens(args) => tokens::run(args),
+        Command::Eval(args) => eval::run(args),
     };
     match result {
         Ok(out) => {

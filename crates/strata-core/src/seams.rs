@@ -175,6 +175,12 @@ pub trait Strategy: Send + Sync {
         true
     }
 
+    /// Whether `build` uses the question. Strategies that do not are scored in question-aware
+    /// mode exactly as in question-agnostic mode.
+    fn question_aware(&self) -> bool {
+        false
+    }
+
     /// Builds the context for the history as it stands. `question` is the question about to
     /// be asked, for strategies that can use it (question-aware mode); others ignore it.
     fn build(

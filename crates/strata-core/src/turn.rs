@@ -172,6 +172,10 @@ pub struct Conversation {
     /// Ids of turns that start a new topic (gold segmentation).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub boundaries: Vec<String>,
+    /// Reference summaries of the whole conversation, written by people (an extension field
+    /// that summary datasets carry).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<String>,
 }
 
 /// Why a conversation breaks the transcript format's rules. Each variant names the turn.

@@ -59,6 +59,11 @@ impl LoadError {
         LoadError::new(file, LoadErrorKind::Io, e.to_string())
     }
 
+    /// An error reading `file`.
+    pub fn from_io(file: &str, e: &std::io::Error) -> LoadError {
+        LoadError::io(file, e)
+    }
+
     /// A serde_json error; `line` overrides its line for JSONL, where each line is parsed alone.
     pub(crate) fn syntax(file: &str, line: Option<usize>, e: &serde_json::Error) -> LoadError {
         let kind = match e.classify() {

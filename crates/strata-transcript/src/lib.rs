@@ -7,6 +7,7 @@
 //! own pitfalls list says to tolerate (LoCoMo's malformed evidence ids) are skipped and counted
 //! in [`Loaded::warnings`], never dropped silently.
 
+pub mod datasets;
 mod error;
 pub mod locomo;
 mod openai;

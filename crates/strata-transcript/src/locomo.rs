@@ -147,6 +147,7 @@ pub(crate) fn from_value(file: &str, value: Value) -> Result<Loaded, LoadError> 
             turns,
             probes,
             boundaries,
+            references: Vec::new(),
         };
         conversation
             .validate(true)

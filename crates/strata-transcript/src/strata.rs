@@ -36,6 +36,8 @@ struct RawTranscript {
     probes: Vec<RawProbe>,
     #[serde(default)]
     boundaries: Vec<RawId>,
+    #[serde(default)]
+    references: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -184,6 +186,7 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
         turns,
         probes,
         boundaries: raw.boundaries.into_iter().map(RawId::into_string).collect(),
+        references: raw.references,
     };
     if let Err(e) = conversation.validate(true) {
         return fail(LoadErrorKind::Invalid, format!("transcript {id}: {e}"));
@@ -194,26 +197,53 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
 /// Streams the transcripts of a JSONL file, one per line, so that large datasets are never
 /// held in memory whole. Blank lines are skipped; errors carry the line number.
 #[derive(Debug)]
-pub struct JsonlReader<'a> {
+pub struct JsonlReader<R> {
     file: String,
-    lines: std::iter::Enumerate<std::str::Lines<'a>>,
+    reader: R,
+    line_no: usize,
+    buf: String,
 }
 
-impl<'a> JsonlReader<'a> {
-    pub fn from_str(file: &str, text: &'a str) -> JsonlReader<'a> {
-        JsonlReader { file: file.to_string(), lines: text.lines().enumerate() }
+impl<'a> JsonlReader<&'a [u8]> {
+    pub fn from_str(file: &str, text: &'a str) -> JsonlReader<&'a [u8]> {
+        JsonlReader::new(file, text.as_bytes())
     }
 }
 
-impl Iterator for JsonlReader<'_> {
+impl<R: std::io::BufRead> JsonlReader<R> {
+    pub fn new(file: &str, reader: R) -> JsonlReader<R> {
+        JsonlReader { file: file.to_string(), reader, line_no: 0, buf: String::new() }
+    }
+}
+
+impl JsonlReader<std::io::BufReader<std::fs::File>> {
+    pub fn open(path: &std::path::Path) -> Result<Self, LoadError> {
+        let file = path.display().to_string();
+        let f = std::fs::File::open(path).map_err(|e| LoadError::io(&file, &e))?;
+        Ok(JsonlReader::new(&file, std::io::BufReader::new(f)))
+    }
+}
+
+impl<R: std::io::BufRead> Iterator for JsonlReader<R> {
     type Item = Result<Conversation, LoadError>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        for (i, line) in self.lines.by_ref() {
-            if line.trim().is_empty() {
+        loop {
+            self.buf.clear();
+            self.line_no += 1;
+            let line_no = Some(self.line_no);
+            match self.reader.read_line(&mut self.buf) {
+                Ok(0) => return None,
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+                    return Some(Err(LoadError::new(&self.file, LoadErrorKind::InvalidUtf8, "invalid UTF-8").at_line(line_no)));
+                }
+                Err(e) => return Some(Err(LoadError::io(&self.file, &e).at_line(line_no))),
+            }
+            let line = self.buf.trim();
+            if line.is_empty() {
                 continue;
             }
-            let line_no = Some(i + 1);
             // A line may hold a Strata transcript or an object with OpenAI `messages`.
             let value: serde_json::Value = match serde_json::from_str(line) {
                 Ok(v) => v,
@@ -224,13 +254,12 @@ impl Iterator for JsonlReader<'_> {
                 let id = value
                     .get("id")
                     .and_then(scalar_text)
-                    .unwrap_or_else(|| format!("line-{}", i + 1));
+                    .unwrap_or_else(|| format!("line-{}", self.line_no));
                 crate::openai::from_value(&self.file, &id, value).map_err(|e| e.at_line(line_no))
             } else {
                 from_value(&self.file, line_no, value)
             });
         }
-        None
     }
 }
 
@@ -245,6 +274,8 @@ struct OutTranscript<'a> {
     probes: &'a [Probe],
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     boundaries: &'a [String],
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    references: &'a [String],
 }
 
 #[derive(Serialize)]
@@ -283,6 +314,7 @@ pub fn to_json(c: &Conversation) -> String {
             .collect(),
         probes: &c.probes,
         boundaries: &c.boundaries,
+        references: &c.references,
     };
     serde_json::to_string(&out).expect("a transcript always serialises")
 }

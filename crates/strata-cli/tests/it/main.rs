@@ -156,3 +156,121 @@ fn config_files_change_the_strategy() {
     let out = strata(&["compress", &path, "--budget", "10", "--config", &bad]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+fn probes_suite() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/probes/probes.jsonl").display().to_string()
+}
+
+fn eval(args: &[&str]) -> Output {
+    let mut all = vec!["eval", "--quiet"];
+    all.extend_from_slice(args);
+    strata(&all)
+}
+
+fn results(dir: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("results.json")).unwrap()).unwrap()
+}
+
+#[test]
+fn eval_gate_fails_on_a_doctored_baseline_and_names_the_metric() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let probes = probes_suite();
+    let args = ["--dataset", probes.as_str(), "--strategy", "full,window", "--budget", "2000", "--mode", "agnostic", "--out", out.to_str().unwrap()];
+    let first = eval(&args);
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    let table = String::from_utf8_lossy(&first.stdout);
+    assert!(table.contains("| probes | full | 2000 | agnostic | 206 | 1.000 | 1.000 |"), "{table}");
+    // The same run against its own results passes the gate.
+    let baseline = out.join("results.json");
+    let mut with_gate = args.to_vec();
+    with_gate.extend(["--baseline", baseline.to_str().unwrap(), "--tolerance", "0.01"]);
+    let again = eval(&with_gate);
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("gate: no metric fell"));
+    // A baseline that claims more than the strategy does: exit 1, naming run and metric.
+    let mut doctored = results(&out);
+    let window = doctored["runs"].as_array_mut().unwrap().iter_mut().find(|r| r["strategy"] == "window").unwrap();
+    let was = window["answer_recall"].as_f64().unwrap();
+    window["answer_recall"] = serde_json::json!(was + 0.05);
+    let doctored_path = dir.path().join("doctored.json");
+    std::fs::write(&doctored_path, serde_json::to_string(&doctored).unwrap()).unwrap();
+    let mut gated = args.to_vec();
+    gated.extend(["--baseline", doctored_path.to_str().unwrap(), "--tolerance", "0.01"]);
+    let failed = eval(&gated);
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("probes/window/2000/agnostic: answer_recall fell from"), "{stderr}");
+    assert!(!stderr.contains("evidence_recall fell"), "only the doctored metric: {stderr}");
+    // Within the tolerance, the same baseline passes.
+    let mut tolerant = args.to_vec();
+    tolerant.extend(["--baseline", doctored_path.to_str().unwrap(), "--tolerance", "0.06"]);
+    assert_eq!(eval(&tolerant).status.code(), Some(0));
+}
+
+#[test]
+fn eval_shards_merge_into_the_numbers_of_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let probes = probes_suite();
+    let run = |name: &str, shard: Option<&str>| {
+        let out = dir.path().join(name);
+        let mut args = vec!["--dataset", probes.as_str(), "--strategy", "window,recent-8-summary-12", "--budget", "1000,4000", "--out", out.to_str().unwrap()];
+        if let Some(s) = shard {
+            args.extend(["--shard", s]);
+        }
+        let o = eval(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        out
+    };
+    let whole = run("whole", None);
+    let parts = [run("s1", Some("1/3")), run("s2", Some("2/3")), run("s3", Some("3/3"))];
+    let merged = dir.path().join("merged");
+    let mut args = vec!["eval", "merge"];
+    args.extend(parts.iter().map(|p| p.to_str().unwrap()));
+    args.extend(["--out", merged.to_str().unwrap()]);
+    let o = strata(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    // Build times differ between any two runs; every other number must be identical.
+    let strip = |mut v: serde_json::Value| {
+        for r in v["runs"].as_array_mut().unwrap() {
+            r["build_ms_p50"] = serde_json::Value::Null;
+            r["build_ms_p95"] = serde_json::Value::Null;
+        }
+        v["runs"].clone()
+    };
+    let (a, b) = (strip(results(&whole)), strip(results(&merged)));
+    assert_eq!(a.as_array().unwrap().len(), 8);
+    assert_eq!(a, b);
+    // A missing shard is refused.
+    let o = strata(&["eval", "merge", parts[0].to_str().unwrap(), parts[1].to_str().unwrap(), "--out", merged.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("2 of 3 shards given"));
+}
+
+#[test]
+fn eval_rejects_a_broken_dataset_line_without_writing_results() {
+    let good = std::fs::read_to_string(probes_suite()).unwrap();
+    let first = good.lines().next().unwrap();
+    let (dir, path) = file("broken.jsonl", format!("{first}\n{{\"id\": \"x\", \"turns\": [\n").as_bytes());
+    let out = dir.path().join("out");
+    let o = eval(&["--dataset", &path, "--strategy", "window", "--budget", "1000", "--out", out.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("{path}:2: ")), "{stderr}");
+    assert!(!out.join("results.json").exists(), "no half-written results");
+}
+
+#[test]
+fn eval_counts_unknown_locomo_evidence_as_warnings() {
+    let out = tempfile::tempdir().unwrap();
+    let o = eval(&["--dataset", "locomo", "--strategy", "full", "--budget", "1000", "--mode", "agnostic", "--out", out.path().to_str().unwrap(), "--data-dir", data_dir().to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    let r = results(out.path());
+    assert_eq!(r["warnings"].as_array().unwrap().len(), 4);
+    assert_eq!(r["runs"][0]["evidence_recall"], 1.0);
+    assert_eq!(r["runs"][0]["probes"], 1540);
+    assert_eq!(r["datasets"]["locomo"], "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4");
+    for name in ["results.csv", "records.jsonl", "builds.jsonl", "pareto-locomo-agnostic.svg", "categories-locomo-agnostic.svg"] {
+        assert!(out.path().join(name).exists(), "{name}");
+    }
+}

@@ -1,0 +1,181 @@
+//! `strata eval`: retention and token reduction of strategies on benchmark suites, with the
+//! regression gate, sharding and `merge`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Result};
+use strata_eval::retention::Mode;
+use strata_eval::{EvalConfig, Outcome, Shard};
+use strata_strategies::StrategiesConfig;
+
+use crate::BadInput;
+
+#[derive(clap::Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct Args {
+    #[command(subcommand)]
+    merge: Option<MergeCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum MergeCommand {
+    /// Combine the output directories of `--shard` runs into one result.
+    Merge {
+        /// The directories the shards wrote.
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        #[command(flatten)]
+        gate: Gate,
+        #[arg(long, default_value = "eval/out")]
+        out: PathBuf,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+struct Gate {
+    /// Fail (exit 1) when a metric falls below this results.json's by more than --tolerance.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<PathBuf>,
+    #[arg(long, default_value_t = 0.0)]
+    tolerance: f64,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Suites (locomo, qmsum, tiage, dialseg711, dialogsum, probes) or transcript paths,
+    /// comma-separated [default: locomo,probes]
+    #[arg(long, value_delimiter = ',')]
+    dataset: Vec<String>,
+    /// Strategies, comma-separated [default: all]
+    #[arg(long, value_delimiter = ',')]
+    strategy: Vec<String>,
+    /// Token budgets, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000,2000,4000")]
+    budget: Vec<usize>,
+    /// Question-agnostic, question-aware, or both.
+    #[arg(long, default_value = "both", value_parser = ["agnostic", "aware", "both"])]
+    mode: String,
+    #[arg(long, default_value = "o200k")]
+    tokenizer: String,
+    /// Where results.json, results.csv, the records and the charts go.
+    #[arg(long, default_value = "eval/out")]
+    out: PathBuf,
+    /// Run part i of n (1-based) of the conversations; combine the parts with `merge`.
+    #[arg(long, value_name = "i/n")]
+    shard: Option<String>,
+    /// Where the public datasets are [default: $STRATA_DATA, else ../shared/datasets].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Strategy settings, a TOML or JSON file with one table per strategy name.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Hide the progress bar.
+    #[arg(long)]
+    quiet: bool,
+    #[command(flatten)]
+    gate: Gate,
+}
+
+/// The repository root: the current directory when it holds the project's datasets, else the
+/// checkout this binary was built from.
+fn repo_root() -> PathBuf {
+    let cwd = std::env::current_dir().unwrap_or_default();
+    if cwd.join(strata_eval::suite::PROBES_FILE).exists() {
+        return cwd;
+    }
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn data_dir(arg: Option<PathBuf>, root: &Path) -> PathBuf {
+    if let Some(d) = arg {
+        return d;
+    }
+    if let Some(d) = std::env::var_os("STRATA_DATA") {
+        return PathBuf::from(d);
+    }
+    let beside = PathBuf::from("../shared/datasets");
+    if beside.exists() {
+        return beside;
+    }
+    root.join("../shared/datasets")
+}
+
+pub(crate) fn run(args: Args) -> Result<String> {
+    let (outcome, gate) = match args.merge {
+        Some(MergeCommand::Merge { dirs, gate, out }) => (strata_eval::merge(&dirs, &out)?, gate),
+        None => {
+            let a = args.run;
+            let root = repo_root();
+            let strategy_config = match &a.config {
+                None => StrategiesConfig::default(),
+                Some(path) => {
+                    let file = path.display().to_string();
+                    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
+                    StrategiesConfig::parse(&file, &text)?
+                }
+            };
+            let config = EvalConfig {
+                datasets: if a.dataset.is_empty() {
+                    strata_eval::suite::DEFAULT_SUITE.iter().map(|s| s.to_string()).collect()
+                } else {
+                    a.dataset
+                },
+                strategies: if a.strategy.is_empty() {
+                    strata_strategies::NAMES.iter().map(|s| s.to_string()).collect()
+                } else {
+                    a.strategy
+                },
+                budgets: a.budget,
+                modes: match a.mode.as_str() {
+                    "agnostic" => vec![Mode::Agnostic],
+                    "aware" => vec![Mode::Aware],
+                    _ => vec![Mode::Agnostic, Mode::Aware],
+                },
+                tokenizer: a.tokenizer,
+                out: a.out,
+                shard: a.shard.as_deref().map(Shard::parse).transpose()?,
+                data_dir: data_dir(a.data_dir, &root),
+                repo_root: root,
+                strategy_config,
+                progress: !a.quiet,
+            };
+            (strata_eval::run(&config)?, a.gate)
+        }
+    };
+    report(outcome, &gate)
+}
+
+fn report(outcome: Outcome, gate: &Gate) -> Result<String> {
+    let mut out = outcome.markdown;
+    let warnings = &outcome.results.warnings;
+    if !warnings.is_empty() {
+        out.push_str(&format!("\n{} dataset warnings (skipped and counted; listed in results.json)\n", warnings.len()));
+    }
+    let Some(baseline) = &gate.baseline else { return Ok(out) };
+    let regressions = strata_eval::check_baseline(&outcome.results, baseline, gate.tolerance)?;
+    if regressions.is_empty() {
+        out.push_str(&format!("\ngate: no metric fell below {} by more than {}\n", baseline.display(), gate.tolerance));
+        return Ok(out);
+    }
+    // The table still goes to stdout: a failed gate is a result, not a crash.
+    #[allow(clippy::print_stdout)]
+    {
+        print!("{out}");
+    }
+    let list: Vec<String> = regressions.iter().map(|r| format!("  {r}")).collect();
+    bail!(GateFailed(format!("{} regressions against {}:\n{}", regressions.len(), baseline.display(), list.join("\n"))))
+}
+
+/// The gate found a regression: exit status 1.
+#[derive(Debug)]
+struct GateFailed(String);
+
+impl std::fmt::Display for GateFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for GateFailed {}

@@ -1,0 +1,165 @@
+//! The bundled suites by name, where their files are, and how to read them as conversations.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use sha2::{Digest, Sha256};
+use strata_core::Conversation;
+use strata_transcript::{datasets, JsonlReader, LoadError};
+
+/// The suites `--dataset` names, in the order reports list them.
+pub const SUITES: &[&str] = &["locomo", "qmsum", "tiage", "dialseg711", "dialogsum", "probes"];
+
+/// The suite the main job runs when no `--dataset` is given.
+pub const DEFAULT_SUITE: &[&str] = &["locomo", "probes"];
+
+/// What a dataset is made of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Kind {
+    /// Any file the transcript loaders read (Strata JSON/JSONL, messages, LoCoMo).
+    Transcripts,
+    QmsumDir,
+    Tiage,
+    Dialseg,
+    Dialogsum,
+}
+
+/// A dataset resolved to files.
+#[derive(Debug, Clone)]
+pub struct Dataset {
+    pub name: String,
+    kind: Kind,
+    /// Sorted, so that hashing and loading are deterministic.
+    pub files: Vec<PathBuf>,
+}
+
+/// The committed probes suite, relative to the repository root.
+pub const PROBES_FILE: &str = "datasets/probes/probes.jsonl";
+
+impl Dataset {
+    /// `name` is a suite name or a path to a transcript file.
+    pub fn resolve(name: &str, data_dir: &Path, repo_root: &Path) -> Result<Dataset> {
+        let (kind, files) = match name {
+            "locomo" => (Kind::Transcripts, vec![data_dir.join("locomo/locomo10.json")]),
+            "qmsum" => {
+                let dir = data_dir.join("qmsum/test");
+                let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+                    .with_context(|| format!("{}: cannot list the QMSum test split", dir.display()))?
+                    .filter_map(|e| e.ok().map(|e| e.path()))
+                    .filter(|p| p.extension().is_some_and(|e| e == "json"))
+                    .collect();
+                files.sort();
+                (Kind::QmsumDir, files)
+            }
+            "tiage" => (Kind::Tiage, vec![data_dir.join("tiage/test/anno_test.json")]),
+            "dialseg711" => (Kind::Dialseg, vec![data_dir.join("dialseg/dialseg_711.json")]),
+            "dialogsum" => (Kind::Dialogsum, vec![data_dir.join("dialogsum/dialogsum.test.jsonl")]),
+            "probes" => (Kind::Transcripts, vec![repo_root.join(PROBES_FILE)]),
+            path => {
+                let p = PathBuf::from(path);
+                if !p.exists() {
+                    bail!(crate::BadInput(format!(
+                        "{path}: no such file, and not a suite name (expected one of {})",
+                        SUITES.join(", ")
+                    )));
+                }
+                (Kind::Transcripts, vec![p])
+            }
+        };
+        for f in &files {
+            if !f.exists() {
+                bail!(crate::BadInput(format!(
+                    "{}: missing; point --data-dir or STRATA_DATA at the datasets, or run `cargo xtask fetch-datasets`",
+                    f.display()
+                )));
+            }
+        }
+        let name = if SUITES.contains(&name) {
+            name.to_string()
+        } else {
+            Path::new(name).file_stem().and_then(|s| s.to_str()).unwrap_or(name).to_string()
+        };
+        Ok(Dataset { name, kind, files })
+    }
+
+    /// The sha256 of the dataset: the file's own hash for one file (as MANIFEST.tsv lists it),
+    /// else the hash of the sorted `name hash` lines of its files.
+    pub fn sha256(&self) -> Result<String> {
+        let file_hash = |p: &Path| -> Result<String> {
+            let bytes = std::fs::read(p).with_context(|| p.display().to_string())?;
+            Ok(hex(&Sha256::digest(&bytes)))
+        };
+        if let [one] = self.files.as_slice() {
+            return file_hash(one);
+        }
+        let mut lines = String::new();
+        for f in &self.files {
+            let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            lines.push_str(&format!("{name} {}\n", file_hash(f)?));
+        }
+        Ok(hex(&Sha256::digest(lines.as_bytes())))
+    }
+
+    /// Every conversation, in file order, read lazily: JSONL files are streamed a line at a
+    /// time and multi-file datasets a file at a time. Loader warnings (counted dataset quirks)
+    /// of the files loaded whole are returned up front.
+    pub fn conversations(&self) -> Result<(ConversationIter, Vec<String>)> {
+        let mut warnings = Vec::new();
+        let mut parts: Vec<ConversationIter> = Vec::new();
+        for f in self.files.clone() {
+            let file = f.display().to_string();
+            let part: ConversationIter = match self.kind {
+                Kind::Transcripts if f.extension().is_some_and(|e| e == "jsonl") => {
+                    let mut seen = std::collections::HashSet::new();
+                    Box::new(JsonlReader::open(&f)?.map(move |c| {
+                        let c = c?;
+                        if !seen.insert(c.id.clone()) {
+                            bail!(crate::BadInput(format!("{file}: transcript {}: duplicate transcript id", c.id)));
+                        }
+                        Ok(c)
+                    }))
+                }
+                Kind::Transcripts => {
+                    let loaded = strata_transcript::load_path(&f, None)?;
+                    warnings.extend(loaded.warnings);
+                    Box::new(loaded.conversations.into_iter().map(Ok))
+                }
+                Kind::QmsumDir => Box::new(std::iter::once_with(move || {
+                    let bytes = std::fs::read(&f).map_err(|e| LoadError::from_io(&file, &e))?;
+                    let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+                    Ok(datasets::qmsum(&file, &stem, &bytes)?)
+                })),
+                Kind::Tiage | Kind::Dialseg => {
+                    let bytes = std::fs::read(&f).map_err(|e| LoadError::from_io(&file, &e))?;
+                    let all = if self.kind == Kind::Tiage { datasets::tiage(&file, &bytes)? } else { datasets::dialseg(&file, &bytes)? };
+                    Box::new(all.into_iter().map(Ok))
+                }
+                Kind::Dialogsum => {
+                    let reader = std::io::BufReader::new(std::fs::File::open(&f).map_err(|e| LoadError::from_io(&file, &e))?);
+                    use std::io::BufRead;
+                    Box::new(reader.lines().enumerate().filter_map(move |(i, line)| {
+                        let line = match line {
+                            Ok(l) if l.trim().is_empty() => return None,
+                            Ok(l) => l,
+                            Err(e) => return Some(Err(LoadError::from_io(&file, &e).into())),
+                        };
+                        Some((|| {
+                            let row: serde_json::Value = serde_json::from_str(&line)
+                                .map_err(|e| crate::BadInput(format!("{file}:{}: {e}", i + 1)))?;
+                            Ok(datasets::dialogsum_row(&file, i + 1, &row)?)
+                        })())
+                    }))
+                }
+            };
+            parts.push(part);
+        }
+        Ok((Box::new(parts.into_iter().flatten()), warnings))
+    }
+}
+
+/// Conversations read lazily, in order.
+pub type ConversationIter = Box<dyn Iterator<Item = Result<Conversation>> + Send>;
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}

@@ -1,0 +1,142 @@
+//! Tests of the metrics against hand-computed cases and a reference implementation, of the
+//! probe generator, and of the aggregation that sharding relies on.
+
+use expect_test::expect;
+
+use crate::metrics::*;
+use crate::probes::{generate, ProbeSetConfig};
+
+#[test]
+fn answers_are_normalised_as_squad_does() {
+    assert_eq!(normalize("The  Cat, sat!"), "cat sat");
+    assert_eq!(normalize("An apple a day"), "apple day");
+    assert_eq!(normalize("7 May 2023"), "7 may 2023");
+    assert_eq!(normalize("don't STOP"), "dont stop");
+    assert_eq!(normalize("€12,500"), "€12500");
+    assert_eq!(normalize("  "), "");
+    let ctx = ScoredText::new("Finance approved a budget of €12,500 for the Q3 campaign. The cat sat.");
+    assert!(ctx.contains_answer("€12,500"));
+    assert!(ctx.contains_answer("the Q3 Campaign"));
+    assert!(!ctx.contains_answer("€12,50"), "containment is on word boundaries");
+    assert!(!ctx.contains_answer("ca"));
+    assert!(!ctx.contains_answer("the"), "an answer that normalises to nothing is never found");
+    assert_eq!(ctx.answer_token_recall("budget for dogs"), 0.5, "`for` is a stopword: budget found, dogs not");
+    assert_eq!(ctx.answer_token_recall("of the"), 1.0, "an answer of stopwords only is scored on its words");
+}
+
+#[test]
+fn pk_and_windowdiff_on_textbook_cases() {
+    // Reference [3, 3]: one boundary before unit 3 of 6. k = round(3 / 2) = 2 (half to even).
+    let reference = boundary_bits(6, &[3]);
+    assert_eq!(reference, [false, false, true, false, false]);
+    let k = window_size(6, &reference);
+    assert_eq!(k, 2);
+    // No boundaries: the pairs (1,3) and (2,4) straddle the reference boundary: 2 of 4 wrong.
+    let none = boundary_bits(6, &[]);
+    assert_eq!(pk(&reference, &none, k), 0.5);
+    assert_eq!(window_diff(&reference, &none, k), 0.5);
+    // Perfect.
+    assert_eq!(pk(&reference, &reference, k), 0.0);
+    assert_eq!(window_diff(&reference, &reference, k), 0.0);
+    // A near miss, one unit late: both err on windows 1 and 3 of 4.
+    let late = boundary_bits(6, &[4]);
+    assert_eq!(pk(&reference, &late, k), 0.5);
+    assert_eq!(window_diff(&reference, &late, k), 0.5);
+    // Every gap a boundary: WindowDiff counts 2 against 0 or 1 in every window.
+    let all = boundary_bits(6, &[1, 2, 3, 4, 5]);
+    assert_eq!(window_diff(&reference, &all, k), 1.0);
+    assert_eq!(pk(&reference, &all, k), 0.5);
+    // Rounding follows Python: 2.5 rounds to 2, 3.5 to 4.
+    assert_eq!(window_size(10, &boundary_bits(10, &[5])), 2);
+    assert_eq!(window_size(14, &boundary_bits(14, &[7])), 4);
+}
+
+#[test]
+fn boundary_f1_allows_one_unit_of_slack() {
+    let reference = boundary_bits(20, &[5, 12]);
+    let (p, r, f) = boundary_f1(&reference, &boundary_bits(20, &[6, 15]), 1);
+    assert_eq!((p, r, f), (0.5, 0.5, 0.5));
+    // Two hypotheses near one reference boundary: only one may match it.
+    let (p, r, _) = boundary_f1(&reference, &boundary_bits(20, &[4, 5]), 1);
+    assert_eq!((p, r), (0.5, 0.5));
+    assert_eq!(boundary_f1(&boundary_bits(5, &[]), &boundary_bits(5, &[]), 1), (1.0, 1.0, 1.0));
+    assert_eq!(boundary_f1(&reference, &boundary_bits(20, &[]), 1), (0.0, 0.0, 0.0));
+}
+
+#[test]
+fn rouge_matches_google_rouge_score() {
+    #[derive(serde::Deserialize)]
+    struct Case {
+        hypothesis: String,
+        reference: String,
+        rouge1: [f64; 3],
+        rouge2: [f64; 3],
+        #[serde(rename = "rougeL")]
+        rouge_l: [f64; 3],
+    }
+    let cases: Vec<Case> = serde_json::from_str(include_str!("../tests/fixtures/rouge.json")).unwrap();
+    assert!(cases.len() >= 6);
+    for c in cases {
+        let s = rouge(&c.hypothesis, &c.reference);
+        for (got, want, name) in [(s.rouge1, c.rouge1, "rouge1"), (s.rouge2, c.rouge2, "rouge2"), (s.rouge_l, c.rouge_l, "rougeL")] {
+            for (g, w) in [got.precision, got.recall, got.f1].into_iter().zip(want) {
+                assert!((g - w).abs() < 1e-6, "{name} of {:?}: {g} != {w}", c.hypothesis);
+            }
+        }
+    }
+    // Several references: the best per metric.
+    let refs = vec!["a b c".to_string(), "x y z".to_string()];
+    assert_eq!(rouge_multi("x y z", &refs).rouge1.f1, 1.0);
+}
+
+#[test]
+fn quantiles_interpolate_like_numpy() {
+    assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.5), 2.5);
+    assert_eq!(quantile(&[5.0, 1.0, 3.0], 0.95), 4.8);
+    assert_eq!(quantile(&[], 0.5), 0.0);
+}
+
+#[test]
+fn probe_sets_are_deterministic_and_well_formed() {
+    let config = ProbeSetConfig { conversations: 3, ..ProbeSetConfig::default() };
+    let a = generate(11, &config);
+    assert_eq!(a, generate(11, &config));
+    assert_ne!(a, generate(12, &config));
+    well_formed(&a);
+    let cats: std::collections::BTreeSet<_> = a.iter().flat_map(|c| c.probes.iter().filter_map(|p| p.category.clone())).collect();
+    expect![[r#"{"assistant-fact", "budget", "command", "date", "decision", "incident", "path", "preference", "reason"}"#]]
+        .assert_eq(&format!("{cats:?}"));
+}
+
+fn well_formed(conversations: &[strata_core::Conversation]) {
+    for c in conversations {
+        c.validate(true).unwrap();
+        assert!(c.turns.len() > 250, "{}", c.turns.len());
+        for p in &c.probes {
+            let at = c.position(&p.evidence[0]).unwrap();
+            let text = &c.turns[at].content;
+            assert!(text.contains(&p.answer), "the evidence turn states the answer: {text} / {}", p.answer);
+            // The answer appears nowhere else: distractors carry other values.
+            let elsewhere = c
+                .turns
+                .iter()
+                .enumerate()
+                .filter(|(i, t)| *i != at && ScoredText::new(&t.content).contains_answer(&p.answer))
+                .count();
+            assert_eq!(elsewhere, 0, "{} appears outside its evidence turn", p.answer);
+            assert!(c.position(p.after.as_deref().unwrap()).unwrap() >= at);
+        }
+    }
+}
+
+#[test]
+fn the_committed_probe_set_is_what_seed_7_generates() {
+    let committed = include_str!("../../datasets/probes/probes.jsonl");
+    let conversations = generate(7, &ProbeSetConfig::default());
+    well_formed(&conversations);
+    let generated: String = conversations
+        .iter()
+        .map(|c| strata_transcript::to_json(c) + "\n")
+        .collect();
+    assert!(committed == generated, "datasets/probes/probes.jsonl is stale: run `cargo xtask gen-probes --seed 7`");
+}
