@@ -13,7 +13,9 @@ pub mod plot;
 pub mod probes;
 pub mod report;
 pub mod retention;
+pub mod segmentation;
 pub mod suite;
+pub mod summaries;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -54,10 +56,14 @@ pub struct Shard {
 impl Shard {
     /// Parses `i/n` with 1 ≤ i ≤ n.
     pub fn parse(s: &str) -> Result<Shard> {
-        let parsed = s.split_once('/').and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)));
+        let parsed = s
+            .split_once('/')
+            .and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)));
         match parsed {
             Some((index, count)) if index >= 1 && index <= count => Ok(Shard { index, count }),
-            _ => bail!(BadInput(format!("--shard `{s}`: expected i/n with 1 <= i <= n, such as 2/8"))),
+            _ => bail!(BadInput(format!(
+                "--shard `{s}`: expected i/n with 1 <= i <= n, such as 2/8"
+            ))),
         }
     }
 
@@ -80,6 +86,10 @@ pub struct EvalConfig {
     pub data_dir: PathBuf,
     pub repo_root: PathBuf,
     pub strategy_config: StrategiesConfig,
+    /// Segmentation methods for datasets with gold topic boundaries.
+    pub segmenters: Vec<String>,
+    /// Summarizers for datasets with reference summaries.
+    pub summarizers: Vec<String>,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
     pub progress: bool,
 }
@@ -92,6 +102,10 @@ pub struct RunConfig {
     pub budgets: Vec<usize>,
     pub modes: Vec<Mode>,
     pub tokenizer: String,
+    #[serde(default)]
+    pub segmenters: Vec<String>,
+    #[serde(default)]
+    pub summarizers: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
 }
@@ -100,6 +114,12 @@ pub struct RunConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Results {
     pub runs: Vec<Run>,
+    /// Topic segmentation against gold boundaries, per dataset and method.
+    #[serde(default)]
+    pub segmentation: Vec<segmentation::SegmentationRun>,
+    /// Summaries against reference summaries, per dataset and method.
+    #[serde(default)]
+    pub summaries: Vec<summaries::SummaryRun>,
     pub config: RunConfig,
     /// Dataset name to the sha256 of its files.
     pub datasets: BTreeMap<String, String>,
@@ -107,6 +127,24 @@ pub struct Results {
     /// Dataset quirks skipped and counted, one line each.
     #[serde(default)]
     pub warnings: Vec<String>,
+}
+
+/// Every record a run produces; what shards write and `merge` reads back.
+#[derive(Debug, Default)]
+pub struct Records {
+    pub probes: Vec<ProbeRecord>,
+    pub builds: Vec<BuildRecord>,
+    pub segments: Vec<segmentation::SegmentRecord>,
+    pub summaries: Vec<summaries::SummaryRecord>,
+}
+
+impl Records {
+    fn extend(&mut self, other: Records) {
+        self.probes.extend(other.probes);
+        self.builds.extend(other.builds);
+        self.segments.extend(other.segments);
+        self.summaries.extend(other.summaries);
+    }
 }
 
 /// The result of a run or a merge.
@@ -120,7 +158,9 @@ pub struct Outcome {
 /// Runs the evaluation and writes its outputs under `config.out`.
 pub fn run(config: &EvalConfig) -> Result<Outcome> {
     if config.budgets.is_empty() || config.strategies.is_empty() || config.modes.is_empty() {
-        bail!(BadInput("nothing to run: give at least one strategy, budget and mode".into()));
+        bail!(BadInput(
+            "nothing to run: give at least one strategy, budget and mode".into()
+        ));
     }
     let counter = strata_tokens::from_spec(&config.tokenizer)?;
     let strategies: Vec<Arc<dyn Strategy>> = config
@@ -131,8 +171,17 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
     let mut budgets = config.budgets.clone();
     budgets.sort_unstable();
     budgets.dedup();
-    let mut probes: Vec<ProbeRecord> = Vec::new();
-    let mut builds: Vec<BuildRecord> = Vec::new();
+    let segmenters: Vec<Box<dyn segmentation::Segmenter>> = config
+        .segmenters
+        .iter()
+        .map(|n| segmentation::by_name(n))
+        .collect::<Result<_>>()?;
+    let summarizers: Vec<Box<dyn summaries::Summarizer>> = config
+        .summarizers
+        .iter()
+        .map(|n| summaries::by_name(n))
+        .collect::<Result<_>>()?;
+    let mut records = Records::default();
     let mut hashes = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut names = Vec::new();
@@ -142,6 +191,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         names.push(dataset.name.clone());
         let (conversations, w) = dataset.conversations()?;
         warnings.extend(w);
+        let suites = dataset.suites();
         let plan = Plan {
             dataset: &dataset.name,
             strategies: &strategies,
@@ -153,12 +203,30 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         // Conversations are pulled lazily by the worker threads, so a streamed dataset is never
         // in memory whole; results are put back in order afterwards.
         let shard = config.shard;
-        let mut scored: Vec<(usize, Result<(Vec<ProbeRecord>, Vec<BuildRecord>)>)> = conversations
+        let mut scored: Vec<(usize, Result<Records>)> = conversations
             .enumerate()
             .filter(|(i, _)| shard.is_none_or(|s| s.takes(*i)))
             .par_bridge()
             .map(|(i, c)| {
-                let r = c.and_then(|c| retention::score_conversation(&plan, i, &c));
+                let r = c.and_then(|c| {
+                    let mut out = Records::default();
+                    if suites.retention {
+                        (out.probes, out.builds) = retention::score_conversation(&plan, i, &c)?;
+                    }
+                    if suites.segmentation {
+                        out.segments = segmentation::score(
+                            &dataset.name,
+                            i,
+                            &c,
+                            &segmenters,
+                            !suites.gold_is_complete,
+                        )?;
+                    }
+                    if suites.summaries {
+                        out.summaries = summaries::score(&dataset.name, i, &c, &summarizers)?;
+                    }
+                    Ok(out)
+                });
                 bar.inc(1);
                 (i, r)
             })
@@ -166,9 +234,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         bar.finish_and_clear();
         scored.sort_by_key(|(i, _)| *i);
         for (_, r) in scored {
-            let (p, b) = r?;
-            probes.extend(p);
-            builds.extend(b);
+            records.extend(r?);
         }
     }
     let run_config = RunConfig {
@@ -177,38 +243,70 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         budgets,
         modes: config.modes.clone(),
         tokenizer: counter.name().to_string(),
+        segmenters: config.segmenters.clone(),
+        summarizers: config.summarizers.clone(),
         shard: config.shard,
     };
-    finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, probes, builds)
+    finish(
+        &config.out,
+        run_config,
+        hashes,
+        commit(&config.repo_root),
+        warnings,
+        records,
+    )
 }
 
 /// Combines the outputs of shards (each a directory a run wrote) into one result, written
 /// under `out`. The shards must come from the same configuration and cover every part once.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
     if dirs.is_empty() {
-        bail!(BadInput("merge: name the directories the shards wrote".into()));
+        bail!(BadInput(
+            "merge: name the directories the shards wrote".into()
+        ));
     }
-    let mut probes = Vec::new();
-    let mut builds = Vec::new();
+    let mut records = Records::default();
     let mut first: Option<Results> = None;
     let mut seen = Vec::new();
     for dir in dirs {
         let results: Results = read_json(&dir.join("results.json"))?;
-        probes.extend(read_jsonl::<ProbeRecord>(&dir.join("records.jsonl"))?);
-        builds.extend(read_jsonl::<BuildRecord>(&dir.join("builds.jsonl"))?);
+        records.extend(Records {
+            probes: read_jsonl(&dir.join("records.jsonl"))?,
+            builds: read_jsonl(&dir.join("builds.jsonl"))?,
+            segments: read_jsonl(&dir.join("segments.jsonl"))?,
+            summaries: read_jsonl(&dir.join("summaries.jsonl"))?,
+        });
         let shard = results.config.shard;
         if let Some(f) = &first {
-            let same = RunConfig { shard: None, ..results.config.clone() } == RunConfig { shard: None, ..f.config.clone() };
+            let same = RunConfig {
+                shard: None,
+                ..results.config.clone()
+            } == RunConfig {
+                shard: None,
+                ..f.config.clone()
+            };
             if !same || results.datasets != f.datasets {
-                bail!(BadInput(format!("{}: a different configuration or dataset than {}", dir.display(), dirs[0].display())));
+                bail!(BadInput(format!(
+                    "{}: a different configuration or dataset than {}",
+                    dir.display(),
+                    dirs[0].display()
+                )));
             }
             if shard.map(|s| s.count) != f.config.shard.map(|s| s.count) {
-                bail!(BadInput(format!("{}: shards of different splits", dir.display())));
+                bail!(BadInput(format!(
+                    "{}: shards of different splits",
+                    dir.display()
+                )));
             }
         }
         if let Some(s) = shard {
             if seen.contains(&s.index) {
-                bail!(BadInput(format!("{}: shard {}/{} given twice", dir.display(), s.index, s.count)));
+                bail!(BadInput(format!(
+                    "{}: shard {}/{} given twice",
+                    dir.display(),
+                    s.index,
+                    s.count
+                )));
             }
             seen.push(s.index);
         }
@@ -219,11 +317,25 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
     let first = first.expect("at least one directory");
     if let Some(s) = first.config.shard {
         if seen.len() != s.count {
-            bail!(BadInput(format!("merge: {} of {} shards given", seen.len(), s.count)));
+            bail!(BadInput(format!(
+                "merge: {} of {} shards given",
+                seen.len(),
+                s.count
+            )));
         }
     }
-    let config = RunConfig { shard: None, ..first.config };
-    finish(out, config, first.datasets, first.commit, first.warnings, probes, builds)
+    let config = RunConfig {
+        shard: None,
+        ..first.config
+    };
+    finish(
+        out,
+        config,
+        first.datasets,
+        first.commit,
+        first.warnings,
+        records,
+    )
 }
 
 fn finish(
@@ -232,21 +344,50 @@ fn finish(
     datasets: BTreeMap<String, String>,
     commit: String,
     warnings: Vec<String>,
-    mut probes: Vec<ProbeRecord>,
-    mut builds: Vec<BuildRecord>,
+    mut records: Records,
 ) -> Result<Outcome> {
-    report::sort_records(&mut probes, &mut builds);
-    let runs = report::aggregate(&probes, &builds, &config.datasets, &config.strategies);
-    let results = Results { runs, config, datasets, commit, warnings };
-    write_outputs(out, &results, &probes, &builds)?;
-    let markdown = report::markdown(&results.runs);
+    report::sort_records(&mut records.probes, &mut records.builds);
+    records.segments.sort_by(|a, b| {
+        (&a.dataset, a.conversation_index, &a.method).cmp(&(
+            &b.dataset,
+            b.conversation_index,
+            &b.method,
+        ))
+    });
+    records.summaries.sort_by(|a, b| {
+        (&a.dataset, a.conversation_index, &a.method).cmp(&(
+            &b.dataset,
+            b.conversation_index,
+            &b.method,
+        ))
+    });
+    let runs = report::aggregate(
+        &records.probes,
+        &records.builds,
+        &config.datasets,
+        &config.strategies,
+    );
+    let segmentation =
+        segmentation::aggregate(&records.segments, &config.datasets, &config.segmenters);
+    let summaries = summaries::aggregate(&records.summaries, &config.datasets, &config.summarizers);
+    let results = Results {
+        runs,
+        segmentation,
+        summaries,
+        config,
+        datasets,
+        commit,
+        warnings,
+    };
+    write_outputs(out, &results, &records)?;
+    let markdown = report::markdown(&results);
     Ok(Outcome { results, markdown })
 }
 
 /// Checks `results` against a baseline `results.json`; returns the regressions.
 pub fn check_baseline(results: &Results, baseline: &Path, tolerance: f64) -> Result<Vec<String>> {
     let base: Results = read_json(baseline)?;
-    Ok(gate::compare(&base.runs, &results.runs, tolerance))
+    Ok(gate::compare(&base, results, tolerance))
 }
 
 fn progress_bar(enabled: bool, dataset: &str) -> indicatif::ProgressBar {
@@ -255,8 +396,10 @@ fn progress_bar(enabled: bool, dataset: &str) -> indicatif::ProgressBar {
     }
     let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{spinner} {msg}: {pos} conversations, {elapsed} elapsed")
-            .expect("a valid template"),
+        indicatif::ProgressStyle::with_template(
+            "{spinner} {msg}: {pos} conversations, {elapsed} elapsed",
+        )
+        .expect("a valid template"),
     );
     bar.set_message(dataset.to_string());
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
@@ -275,16 +418,21 @@ fn commit(repo_root: &Path) -> String {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
 }
 
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
-    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| serde_json::from_str(l).map_err(|e| BadInput(format!("{}:{}: {e}", path.display(), i + 1)).into()))
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .map_err(|e| BadInput(format!("{}:{}: {e}", path.display(), i + 1)).into())
+        })
         .collect()
 }
 
@@ -292,41 +440,81 @@ fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp).with_context(|| tmp.display().to_string())?;
-    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| tmp.display().to_string())?;
+    f.write_all(bytes)
+        .and_then(|()| f.sync_all())
+        .with_context(|| tmp.display().to_string())?;
     std::fs::rename(&tmp, path).with_context(|| path.display().to_string())?;
     Ok(())
 }
 
-fn write_outputs(out: &Path, results: &Results, probes: &[ProbeRecord], builds: &[BuildRecord]) -> Result<()> {
+fn write_outputs(out: &Path, results: &Results, records: &Records) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| out.display().to_string())?;
-    let jsonl = |items: &mut dyn Iterator<Item = Result<String, serde_json::Error>>| -> Result<String> {
-        let mut s = String::new();
-        for line in items {
-            s.push_str(&line?);
-            s.push('\n');
-        }
-        Ok(s)
-    };
-    write_atomic(&out.join("records.jsonl"), jsonl(&mut probes.iter().map(serde_json::to_string))?.as_bytes())?;
-    write_atomic(&out.join("builds.jsonl"), jsonl(&mut builds.iter().map(serde_json::to_string))?.as_bytes())?;
-    write_atomic(&out.join("results.csv"), report::csv(&results.runs).as_bytes())?;
+    let jsonl =
+        |items: &mut dyn Iterator<Item = Result<String, serde_json::Error>>| -> Result<String> {
+            let mut s = String::new();
+            for line in items {
+                s.push_str(&line?);
+                s.push('\n');
+            }
+            Ok(s)
+        };
+    write_atomic(
+        &out.join("records.jsonl"),
+        jsonl(&mut records.probes.iter().map(serde_json::to_string))?.as_bytes(),
+    )?;
+    write_atomic(
+        &out.join("builds.jsonl"),
+        jsonl(&mut records.builds.iter().map(serde_json::to_string))?.as_bytes(),
+    )?;
+    write_atomic(
+        &out.join("segments.jsonl"),
+        jsonl(&mut records.segments.iter().map(serde_json::to_string))?.as_bytes(),
+    )?;
+    write_atomic(
+        &out.join("summaries.jsonl"),
+        jsonl(&mut records.summaries.iter().map(serde_json::to_string))?.as_bytes(),
+    )?;
+    write_atomic(
+        &out.join("results.csv"),
+        report::csv(&results.runs).as_bytes(),
+    )?;
     for dataset in &results.config.datasets {
         for mode in &results.config.modes {
-            let runs: Vec<&Run> = results.runs.iter().filter(|r| &r.dataset == dataset && r.mode == *mode).collect();
+            let runs: Vec<&Run> = results
+                .runs
+                .iter()
+                .filter(|r| &r.dataset == dataset && r.mode == *mode)
+                .collect();
             if runs.is_empty() {
                 continue;
             }
             let tmp = out.join(format!("pareto-{dataset}-{}.svg.tmp", mode.as_str()));
             plot::pareto(&tmp, dataset, *mode, &runs, &results.config.strategies)?;
-            std::fs::rename(&tmp, out.join(format!("pareto-{dataset}-{}.svg", mode.as_str())))?;
+            std::fs::rename(
+                &tmp,
+                out.join(format!("pareto-{dataset}-{}.svg", mode.as_str())),
+            )?;
             let budget = results.config.budgets[results.config.budgets.len() / 2];
             let tmp = out.join(format!("categories-{dataset}-{}.svg.tmp", mode.as_str()));
-            plot::categories(&tmp, dataset, budget, *mode, &runs, &results.config.strategies)?;
-            std::fs::rename(&tmp, out.join(format!("categories-{dataset}-{}.svg", mode.as_str())))?;
+            plot::categories(
+                &tmp,
+                dataset,
+                budget,
+                *mode,
+                &runs,
+                &results.config.strategies,
+            )?;
+            std::fs::rename(
+                &tmp,
+                out.join(format!("categories-{dataset}-{}.svg", mode.as_str())),
+            )?;
         }
     }
     // results.json last: its presence says the rest is complete.
-    write_atomic(&out.join("results.json"), (serde_json::to_string_pretty(results)? + "\n").as_bytes())?;
+    write_atomic(
+        &out.join("results.json"),
+        (serde_json::to_string_pretty(results)? + "\n").as_bytes(),
+    )?;
     Ok(())
 }
 

@@ -8,7 +8,14 @@ use strata_core::Conversation;
 use strata_transcript::{datasets, JsonlReader, LoadError};
 
 /// The suites `--dataset` names, in the order reports list them.
-pub const SUITES: &[&str] = &["locomo", "qmsum", "tiage", "dialseg711", "dialogsum", "probes"];
+pub const SUITES: &[&str] = &[
+    "locomo",
+    "qmsum",
+    "tiage",
+    "dialseg711",
+    "dialogsum",
+    "probes",
+];
 
 /// The suite the main job runs when no `--dataset` is given.
 pub const DEFAULT_SUITE: &[&str] = &["locomo", "probes"];
@@ -24,10 +31,26 @@ enum Kind {
     Dialogsum,
 }
 
+/// Which suites a dataset is scored by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Suites {
+    /// Probes: retention and token reduction of strategies.
+    pub retention: bool,
+    /// Gold topic boundaries: Pk, WindowDiff, F1 of segmenters.
+    pub segmentation: bool,
+    /// Reference summaries: ROUGE of summarizers.
+    pub summaries: bool,
+    /// Every conversation is labelled for topic shifts, so one without gold boundaries has
+    /// none (true of the segmentation benchmarks, not of arbitrary files).
+    pub gold_is_complete: bool,
+}
+
 /// A dataset resolved to files.
 #[derive(Debug, Clone)]
 pub struct Dataset {
     pub name: String,
+    /// One of [`SUITES`], rather than a file the user named.
+    builtin: bool,
     kind: Kind,
     /// Sorted, so that hashing and loading are deterministic.
     pub files: Vec<PathBuf>,
@@ -40,20 +63,34 @@ impl Dataset {
     /// `name` is a suite name or a path to a transcript file.
     pub fn resolve(name: &str, data_dir: &Path, repo_root: &Path) -> Result<Dataset> {
         let (kind, files) = match name {
-            "locomo" => (Kind::Transcripts, vec![data_dir.join("locomo/locomo10.json")]),
+            "locomo" => (
+                Kind::Transcripts,
+                vec![data_dir.join("locomo/locomo10.json")],
+            ),
             "qmsum" => {
                 let dir = data_dir.join("qmsum/test");
                 let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-                    .with_context(|| format!("{}: cannot list the QMSum test split", dir.display()))?
+                    .with_context(|| {
+                        format!("{}: cannot list the QMSum test split", dir.display())
+                    })?
                     .filter_map(|e| e.ok().map(|e| e.path()))
                     .filter(|p| p.extension().is_some_and(|e| e == "json"))
                     .collect();
                 files.sort();
                 (Kind::QmsumDir, files)
             }
-            "tiage" => (Kind::Tiage, vec![data_dir.join("tiage/test/anno_test.json")]),
-            "dialseg711" => (Kind::Dialseg, vec![data_dir.join("dialseg/dialseg_711.json")]),
-            "dialogsum" => (Kind::Dialogsum, vec![data_dir.join("dialogsum/dialogsum.test.jsonl")]),
+            "tiage" => (
+                Kind::Tiage,
+                vec![data_dir.join("tiage/test/anno_test.json")],
+            ),
+            "dialseg711" => (
+                Kind::Dialseg,
+                vec![data_dir.join("dialseg/dialseg_711.json")],
+            ),
+            "dialogsum" => (
+                Kind::Dialogsum,
+                vec![data_dir.join("dialogsum/dialogsum.test.jsonl")],
+            ),
             "probes" => (Kind::Transcripts, vec![repo_root.join(PROBES_FILE)]),
             path => {
                 let p = PathBuf::from(path);
@@ -74,12 +111,41 @@ impl Dataset {
                 )));
             }
         }
-        let name = if SUITES.contains(&name) {
+        let builtin = SUITES.contains(&name);
+        let name = if builtin {
             name.to_string()
         } else {
-            Path::new(name).file_stem().and_then(|s| s.to_str()).unwrap_or(name).to_string()
+            Path::new(name)
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or(name)
+                .to_string()
         };
-        Ok(Dataset { name, kind, files })
+        Ok(Dataset {
+            name,
+            builtin,
+            kind,
+            files,
+        })
+    }
+
+    /// The suites this dataset is scored by: the named suites by what their benchmark is for
+    /// (LoCoMo's session starts are not topic boundaries), any other file by what it carries.
+    pub fn suites(&self) -> Suites {
+        let name = if self.builtin { self.name.as_str() } else { "" };
+        let (retention, segmentation, summaries) = match name {
+            "locomo" | "probes" => (true, false, false),
+            "qmsum" => (true, true, true),
+            "tiage" | "dialseg711" => (false, true, false),
+            "dialogsum" => (false, false, true),
+            _ => (true, true, true),
+        };
+        Suites {
+            retention,
+            segmentation,
+            summaries,
+            gold_is_complete: self.builtin,
+        }
     }
 
     /// The sha256 of the dataset: the file's own hash for one file (as MANIFEST.tsv lists it),
@@ -114,7 +180,10 @@ impl Dataset {
                     Box::new(JsonlReader::open(&f)?.map(move |c| {
                         let c = c?;
                         if !seen.insert(c.id.clone()) {
-                            bail!(crate::BadInput(format!("{file}: transcript {}: duplicate transcript id", c.id)));
+                            bail!(crate::BadInput(format!(
+                                "{file}: transcript {}: duplicate transcript id",
+                                c.id
+                            )));
                         }
                         Ok(c)
                     }))
@@ -126,16 +195,26 @@ impl Dataset {
                 }
                 Kind::QmsumDir => Box::new(std::iter::once_with(move || {
                     let bytes = std::fs::read(&f).map_err(|e| LoadError::from_io(&file, &e))?;
-                    let stem = f.file_stem().and_then(|s| s.to_str()).unwrap_or_default().to_string();
+                    let stem = f
+                        .file_stem()
+                        .and_then(|s| s.to_str())
+                        .unwrap_or_default()
+                        .to_string();
                     Ok(datasets::qmsum(&file, &stem, &bytes)?)
                 })),
                 Kind::Tiage | Kind::Dialseg => {
                     let bytes = std::fs::read(&f).map_err(|e| LoadError::from_io(&file, &e))?;
-                    let all = if self.kind == Kind::Tiage { datasets::tiage(&file, &bytes)? } else { datasets::dialseg(&file, &bytes)? };
+                    let all = if self.kind == Kind::Tiage {
+                        datasets::tiage(&file, &bytes)?
+                    } else {
+                        datasets::dialseg(&file, &bytes)?
+                    };
                     Box::new(all.into_iter().map(Ok))
                 }
                 Kind::Dialogsum => {
-                    let reader = std::io::BufReader::new(std::fs::File::open(&f).map_err(|e| LoadError::from_io(&file, &e))?);
+                    let reader = std::io::BufReader::new(
+                        std::fs::File::open(&f).map_err(|e| LoadError::from_io(&file, &e))?,
+                    );
                     use std::io::BufRead;
                     Box::new(reader.lines().enumerate().filter_map(move |(i, line)| {
                         let line = match line {

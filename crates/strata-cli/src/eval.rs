@@ -71,6 +71,12 @@ struct RunArgs {
     /// Strategy settings, a TOML or JSON file with one table per strategy name.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
+    /// Segmenters for datasets with gold topic boundaries, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "none,even-10")]
+    segmenter: Vec<String>,
+    /// Summarizers for datasets with reference summaries, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "lead-3")]
+    summarizer: Vec<String>,
     /// Hide the progress bar.
     #[arg(long)]
     quiet: bool,
@@ -112,18 +118,25 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 None => StrategiesConfig::default(),
                 Some(path) => {
                     let file = path.display().to_string();
-                    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
+                    let text = std::fs::read_to_string(path)
+                        .map_err(|e| BadInput(format!("{file}: {e}")))?;
                     StrategiesConfig::parse(&file, &text)?
                 }
             };
             let config = EvalConfig {
                 datasets: if a.dataset.is_empty() {
-                    strata_eval::suite::DEFAULT_SUITE.iter().map(|s| s.to_string()).collect()
+                    strata_eval::suite::DEFAULT_SUITE
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
                 } else {
                     a.dataset
                 },
                 strategies: if a.strategy.is_empty() {
-                    strata_strategies::NAMES.iter().map(|s| s.to_string()).collect()
+                    strata_strategies::NAMES
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect()
                 } else {
                     a.strategy
                 },
@@ -139,6 +152,8 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 data_dir: data_dir(a.data_dir, &root),
                 repo_root: root,
                 strategy_config,
+                segmenters: a.segmenter,
+                summarizers: a.summarizer,
                 progress: !a.quiet,
             };
             (strata_eval::run(&config)?, a.gate)
@@ -151,12 +166,21 @@ fn report(outcome: Outcome, gate: &Gate) -> Result<String> {
     let mut out = outcome.markdown;
     let warnings = &outcome.results.warnings;
     if !warnings.is_empty() {
-        out.push_str(&format!("\n{} dataset warnings (skipped and counted; listed in results.json)\n", warnings.len()));
+        out.push_str(&format!(
+            "\n{} dataset warnings (skipped and counted; listed in results.json)\n",
+            warnings.len()
+        ));
     }
-    let Some(baseline) = &gate.baseline else { return Ok(out) };
+    let Some(baseline) = &gate.baseline else {
+        return Ok(out);
+    };
     let regressions = strata_eval::check_baseline(&outcome.results, baseline, gate.tolerance)?;
     if regressions.is_empty() {
-        out.push_str(&format!("\ngate: no metric fell below {} by more than {}\n", baseline.display(), gate.tolerance));
+        out.push_str(&format!(
+            "\ngate: no metric fell below {} by more than {}\n",
+            baseline.display(),
+            gate.tolerance
+        ));
         return Ok(out);
     }
     // The table still goes to stdout: a failed gate is a result, not a crash.
@@ -165,7 +189,12 @@ fn report(outcome: Outcome, gate: &Gate) -> Result<String> {
         print!("{out}");
     }
     let list: Vec<String> = regressions.iter().map(|r| format!("  {r}")).collect();
-    bail!(GateFailed(format!("{} regressions against {}:\n{}", regressions.len(), baseline.display(), list.join("\n"))))
+    bail!(GateFailed(format!(
+        "{} regressions against {}:\n{}",
+        regressions.len(),
+        baseline.display(),
+        list.join("\n")
+    )))
 }
 
 /// The gate found a regression: exit status 1.

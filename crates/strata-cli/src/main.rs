@@ -71,7 +71,9 @@ fn main() -> ExitCode {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
             // A closed pipe (`strata ... | head`) is not an error worth reporting.
-            let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
+            let _ = stdout
+                .write_all(out.as_bytes())
+                .and_then(|()| stdout.flush());
             ExitCode::SUCCESS
         }
         Err(e) => {

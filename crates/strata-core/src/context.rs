@@ -59,7 +59,11 @@ impl Block {
             role: turn.role,
             name: turn.speaker.as_deref().and_then(message_name),
             content: turn.content.clone(),
-            tool_call_id: if turn.role == Role::Tool { turn.tool_call_id.clone() } else { None },
+            tool_call_id: if turn.role == Role::Tool {
+                turn.tool_call_id.clone()
+            } else {
+                None
+            },
             tool_calls: turn.tool_calls.clone(),
             source_ids: vec![turn.id.clone()],
             tokens,
@@ -172,7 +176,10 @@ impl Context {
             out.push_str(": ");
             out.push_str(&b.content);
             for call in &b.tool_calls {
-                out.push_str(&format!("\n[tool call {} {}({})]", call.id, call.name, call.arguments));
+                out.push_str(&format!(
+                    "\n[tool call {} {}({})]",
+                    call.id, call.name, call.arguments
+                ));
             }
         }
         out

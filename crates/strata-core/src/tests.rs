@@ -41,8 +41,16 @@ fn counts_are_cached_per_turn_with_framing() {
 fn tool_results_join_the_unit_of_their_call() {
     let mut call = Turn::new("a1", Role::Assistant, "");
     call.tool_calls = vec![
-        ToolCall { id: "call_1".into(), name: "ls".into(), arguments: "{}".into() },
-        ToolCall { id: "call_2".into(), name: "cat".into(), arguments: "{}".into() },
+        ToolCall {
+            id: "call_1".into(),
+            name: "ls".into(),
+            arguments: "{}".into(),
+        },
+        ToolCall {
+            id: "call_2".into(),
+            name: "cat".into(),
+            arguments: "{}".into(),
+        },
     ];
     let h = history(&[
         Turn::new("u1", Role::User, "list files"),
@@ -66,11 +74,18 @@ fn bad_histories_name_the_turn() {
         let err = history(&turns).unwrap_err();
         expect.assert_eq(&err.to_string());
         // Whole-conversation validation agrees with the incremental checks.
-        let conv = Conversation { id: "c1".into(), turns, ..Default::default() };
+        let conv = Conversation {
+            id: "c1".into(),
+            turns,
+            ..Default::default()
+        };
         assert_eq!(conv.validate(true).unwrap_err(), err.source);
     };
     check(
-        vec![Turn::new("a", Role::User, "x"), Turn::new("a", Role::User, "y")],
+        vec![
+            Turn::new("a", Role::User, "x"),
+            Turn::new("a", Role::User, "y"),
+        ],
         expect!["conversation c1: turn a: duplicate turn id (first used at index 0)"],
     );
     check(
@@ -127,8 +142,16 @@ fn context_renders_text_and_messages() {
     ])
     .unwrap();
     let mut ctx = Context::new("test", 100, h.counter());
-    ctx.blocks.push(Block::from_turn(BlockKind::PinnedSystem, &h.turns()[0], h.tokens(0)));
-    ctx.blocks.push(Block::from_turn(BlockKind::VerbatimTurn, &h.turns()[1], h.tokens(1)));
+    ctx.blocks.push(Block::from_turn(
+        BlockKind::PinnedSystem,
+        &h.turns()[0],
+        h.tokens(0),
+    ));
+    ctx.blocks.push(Block::from_turn(
+        BlockKind::VerbatimTurn,
+        &h.turns()[1],
+        h.tokens(1),
+    ));
     assert_eq!(ctx.total_tokens(), 3 + h.total_tokens());
     expect![[r#"
         system: be brief
@@ -142,7 +165,11 @@ fn context_renders_text_and_messages() {
 #[test]
 fn truncate_restores_the_earlier_state() {
     let mut call = Turn::new("a1", Role::Assistant, "");
-    call.tool_calls = vec![ToolCall { id: "c1".into(), name: "ls".into(), arguments: "{}".into() }];
+    call.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "ls".into(),
+        arguments: "{}".into(),
+    }];
     let turns = vec![
         Turn::new("s", Role::System, "sys"),
         Turn::new("u1", Role::User, "list files"),
@@ -165,5 +192,8 @@ fn truncate_restores_the_earlier_state() {
     assert_eq!(h.unit_of(2).turns, vec![2]);
     assert_eq!(h.unit_of(2).tokens, h.tokens(2));
     h.truncate(0);
-    assert_eq!((h.len(), h.pinned(), h.total_tokens(), h.unit_count()), (0, 0, 0, 0));
+    assert_eq!(
+        (h.len(), h.pinned(), h.total_tokens(), h.unit_count()),
+        (0, 0, 0, 0)
+    );
 }

@@ -17,7 +17,12 @@ impl Strategy for Full {
         false
     }
 
-    fn build(&self, history: &History, budget: usize, _question: Option<&str>) -> Result<Context, StrategyError> {
+    fn build(
+        &self,
+        history: &History,
+        budget: usize,
+        _question: Option<&str>,
+    ) -> Result<Context, StrategyError> {
         // Pinning with an unlimited budget keeps the system prompt's block kind; the budget is
         // recorded as asked so reports can show how far over it the upper bound goes.
         let mut ctx = Context::new(self.name(), usize::MAX, history.counter());

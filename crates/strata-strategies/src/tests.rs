@@ -26,7 +26,11 @@ fn history(turns: Vec<Turn>) -> History {
 fn interactions(n: usize) -> History {
     let mut turns = vec![Turn::new("sys", Role::System, "You are helpful.")];
     for i in 1..=n {
-        turns.push(Turn::new(format!("u{i}"), Role::User, format!("Question {i} about topic {i}?")));
+        turns.push(Turn::new(
+            format!("u{i}"),
+            Role::User,
+            format!("Question {i} about topic {i}?"),
+        ));
         turns.push(Turn::new(
             format!("a{i}"),
             Role::Assistant,
@@ -45,7 +49,12 @@ fn explain(ctx: &Context) -> String {
             [one] => one.clone(),
             many => format!("{}..{} ({})", many[0], many[many.len() - 1], many.len()),
         };
-        out.push_str(&format!("{} [{ids}] {}: {}\n", b.kind.as_str(), b.tokens, b.content.replace('\n', "\n    ")));
+        out.push_str(&format!(
+            "{} [{ids}] {}: {}\n",
+            b.kind.as_str(),
+            b.tokens,
+            b.content.replace('\n', "\n    ")
+        ));
     }
     for n in &ctx.notes {
         out.push_str(&format!("note: {n}\n"));
@@ -61,13 +70,23 @@ fn check(name: &str, h: &History, budget: usize, expect: Expect) {
 
 #[test]
 fn recent_summary_with_no_interactions_is_just_the_system_prompt() {
-    check("recent-8-summary-12", &interactions(0), 1000, expect![[r#"
+    check(
+        "recent-8-summary-12",
+        &interactions(0),
+        1000,
+        expect![[r#"
         total 11 / budget 1000
         pinned_system [sys] 8: You are helpful.
-    "#]]);
-    check("recent-8-summary-12", &history(vec![]), 1000, expect![[r#"
+    "#]],
+    );
+    check(
+        "recent-8-summary-12",
+        &history(vec![]),
+        1000,
+        expect![[r#"
         total 0 / budget 1000
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
@@ -86,7 +105,11 @@ fn recent_summary_with_8_interactions_has_no_summary() {
 
 #[test]
 fn recent_summary_with_9_interactions_summarises_the_first() {
-    check("recent-8-summary-12", &interactions(9), 10_000, expect![[r#"
+    check(
+        "recent-8-summary-12",
+        &interactions(9),
+        10_000,
+        expect![[r#"
         total 298 / budget 10000
         pinned_system [sys] 8: You are helpful.
         summary [u1..a1 (2)] 35: Conversation Summary (earlier context):
@@ -109,7 +132,8 @@ fn recent_summary_with_9_interactions_summarises_the_first() {
             A: Answer 8 first. Answer 8 second! Answer 8 third.
         verbatim_turn [u9..a9 (2)] 31: Q: Question 9 about topic 9?
             A: Answer 9 first. Answer 9 second! Answer 9 third.
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
@@ -135,8 +159,14 @@ fn recent_summary_beyond_the_buffer_forgets_the_oldest() {
     let h = interactions(45);
     let s = build("recent-8-summary-12", &StrategiesConfig::default(), None).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
-    assert_eq!(ctx.blocks[1].source_ids.first().map(String::as_str), Some("u26"));
-    assert_eq!(ctx.blocks[2].source_ids.first().map(String::as_str), Some("u38"));
+    assert_eq!(
+        ctx.blocks[1].source_ids.first().map(String::as_str),
+        Some("u26")
+    );
+    assert_eq!(
+        ctx.blocks[2].source_ids.first().map(String::as_str),
+        Some("u38")
+    );
     // Same output as at 20 interactions, shifted: the buffer bounds memory, not the context.
     assert_eq!(ctx.blocks.len(), 1 + 1 + 8);
 }
@@ -149,33 +179,55 @@ fn recent_summary_falls_back_when_nothing_is_left_to_say() {
         Turn::new("u2", Role::User, "x"),
     ]);
     let config = StrategiesConfig {
-        recent_summary: crate::RecentSummaryConfig { recent: 1, ..Default::default() },
+        recent_summary: crate::RecentSummaryConfig {
+            recent: 1,
+            ..Default::default()
+        },
         ..Default::default()
     };
-    let ctx = build("recent-8-summary-12", &config, None).unwrap().build(&h, 1000, None).unwrap();
-    assert!(ctx.blocks[0].content.ends_with("Earlier conversation about various topics."));
+    let ctx = build("recent-8-summary-12", &config, None)
+        .unwrap()
+        .build(&h, 1000, None)
+        .unwrap();
+    assert!(ctx.blocks[0]
+        .content
+        .ends_with("Earlier conversation about various topics."));
 }
 
 #[test]
 fn window_pins_the_system_prompt_and_keeps_the_newest() {
-    check("window", &interactions(5), 80, expect![[r#"
+    check(
+        "window",
+        &interactions(5),
+        80,
+        expect![[r#"
         total 73 / budget 80
         pinned_system [sys] 8: You are helpful.
         verbatim_turn [u4] 12: Question 4 about topic 4?
         verbatim_turn [a4] 19: Answer 4 first. Answer 4 second! Answer 4 third.
         verbatim_turn [u5] 12: Question 5 about topic 5?
         verbatim_turn [a5] 19: Answer 5 first. Answer 5 second! Answer 5 third.
-    "#]]);
-    check("window", &interactions(2), 5, expect![[r#"
+    "#]],
+    );
+    check(
+        "window",
+        &interactions(2),
+        5,
+        expect![[r#"
         total 0 / budget 5
         note: system prompt (8 tokens) does not fit the budget of 5; omitted
-    "#]]);
+    "#]],
+    );
 }
 
 #[test]
 fn window_keeps_tool_pairs_together() {
     let mut call = Turn::new("a1", Role::Assistant, "Let me look.");
-    call.tool_calls = vec![ToolCall { id: "c1".into(), name: "search".into(), arguments: "{\"q\":\"x\"}".into() }];
+    call.tool_calls = vec![ToolCall {
+        id: "c1".into(),
+        name: "search".into(),
+        arguments: "{\"q\":\"x\"}".into(),
+    }];
     let h = history(vec![
         Turn::new("u1", Role::User, "find x"),
         call,
@@ -184,10 +236,15 @@ fn window_keeps_tool_pairs_together() {
     ]);
     let with_pair = h.tokens(1) + h.tokens(2) + h.tokens(3) + 3;
     // Room for the result but not its call: both go.
-    check("window", &h, with_pair - 1, expect![[r#"
+    check(
+        "window",
+        &h,
+        with_pair - 1,
+        expect![[r#"
         total 12 / budget 37
         verbatim_turn [a2] 9: x is 42.
-    "#]]);
+    "#]],
+    );
     let s = build("window", &StrategiesConfig::default(), None).unwrap();
     let ctx = s.build(&h, with_pair, None).unwrap();
     assert_eq!(ctx.verbatim_ids().collect::<Vec<_>>(), ["a1", "r1", "a2"]);
@@ -195,13 +252,18 @@ fn window_keeps_tool_pairs_together() {
 
 #[test]
 fn full_sends_everything_and_says_when_over_budget() {
-    check("full", &interactions(1), 10, expect![[r#"
+    check(
+        "full",
+        &interactions(1),
+        10,
+        expect![[r#"
         total 42 / budget 10
         pinned_system [sys] 8: You are helpful.
         verbatim_turn [u1] 12: Question 1 about topic 1?
         verbatim_turn [a1] 19: Answer 1 first. Answer 1 second! Answer 1 third.
         note: full sends everything: 42 tokens, over the budget of 10
-    "#]]);
+    "#]],
+    );
 }
 
 /// A generator that answers from a script, recording the prompts it saw.
@@ -217,15 +279,32 @@ impl Generator for Scripted {
     fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
         self.prompts.lock().unwrap().push(request.clone());
         match self.answer {
-            Ok(text) => Ok(Generation { text: text.to_string(), prompt_tokens: 0, generated_tokens: 0 }),
-            Err(message) => Err(GenerateError::Backend { model: "scripted".into(), message: message.into() }),
+            Ok(text) => Ok(Generation {
+                text: text.to_string(),
+                prompt_tokens: 0,
+                generated_tokens: 0,
+            }),
+            Err(message) => Err(GenerateError::Backend {
+                model: "scripted".into(),
+                message: message.into(),
+            }),
         }
     }
 }
 
-fn summary_buffer(answer: Result<&'static str, &'static str>) -> (Box<dyn Strategy>, Arc<Scripted>) {
-    let generator = Arc::new(Scripted { answer, prompts: Mutex::new(Vec::new()) });
-    let s = build("summary-buffer", &StrategiesConfig::default(), Some(generator.clone())).unwrap();
+fn summary_buffer(
+    answer: Result<&'static str, &'static str>,
+) -> (Box<dyn Strategy>, Arc<Scripted>) {
+    let generator = Arc::new(Scripted {
+        answer,
+        prompts: Mutex::new(Vec::new()),
+    });
+    let s = build(
+        "summary-buffer",
+        &StrategiesConfig::default(),
+        Some(generator.clone()),
+    )
+    .unwrap();
     (s, generator)
 }
 
@@ -235,7 +314,10 @@ fn summary_buffer_below_the_trigger_is_window() {
     let (s, generator) = summary_buffer(Ok("unused"));
     let ctx = s.build(&h, 1000, None).unwrap();
     assert_eq!(ctx.blocks.len(), h.len());
-    assert!(generator.prompts.lock().unwrap().is_empty(), "no model call below 80%");
+    assert!(
+        generator.prompts.lock().unwrap().is_empty(),
+        "no model call below 80%"
+    );
 }
 
 #[test]
@@ -259,18 +341,33 @@ fn summary_buffer_summarises_the_older_turns() {
     .assert_eq(&explain(&ctx));
     let prompts = generator.prompts.lock().unwrap();
     let prompt = &prompts[0].messages[1].content;
-    assert!(prompt.starts_with("<transcript>\nuser: Question 1 about topic 1?\n"), "{prompt}");
-    assert!(prompt.contains("</transcript>\n\nSummarize the conversation"), "{prompt}");
+    assert!(
+        prompt.starts_with("<transcript>\nuser: Question 1 about topic 1?\n"),
+        "{prompt}"
+    );
+    assert!(
+        prompt.contains("</transcript>\n\nSummarize the conversation"),
+        "{prompt}"
+    );
     assert!(prompt.contains("under 200 words"));
 }
 
 #[test]
 fn summary_buffer_falls_back_to_window() {
     let h = interactions(10);
-    let window = build("window", &StrategiesConfig::default(), None).unwrap().build(&h, 200, None).unwrap();
+    let window = build("window", &StrategiesConfig::default(), None)
+        .unwrap()
+        .build(&h, 200, None)
+        .unwrap();
     for (answer, note) in [
-        (Err("model crashed"), "summary failed: generator scripted: model crashed; fell back to window"),
-        (Ok("   "), "the generator returned an empty summary; fell back to window"),
+        (
+            Err("model crashed"),
+            "summary failed: generator scripted: model crashed; fell back to window",
+        ),
+        (
+            Ok("   "),
+            "the generator returned an empty summary; fell back to window",
+        ),
     ] {
         let (s, _) = summary_buffer(answer);
         let ctx = s.build(&h, 200, None).unwrap();
@@ -290,7 +387,13 @@ fn summary_buffer_cuts_a_long_summary_to_fit() {
     let (s, _) = summary_buffer(Ok(long));
     let ctx = s.build(&h, 200, None).unwrap();
     assert!(ctx.total_tokens() <= 200);
-    assert!(ctx.notes.iter().any(|n| n == "summary cut to fit the budget"), "{:?}", ctx.notes);
+    assert!(
+        ctx.notes
+            .iter()
+            .any(|n| n == "summary cut to fit the budget"),
+        "{:?}",
+        ctx.notes
+    );
     assert!(ctx.blocks[1].content.ends_with("word ..."));
 }
 
@@ -302,12 +405,28 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     assert_eq!(c.recent_summary.summarized, 12);
     assert_eq!(c.summary_buffer.trigger, 0.9);
     let json = r#"{"summary-buffer": {"verbatim": 0.5}}"#;
-    assert_eq!(StrategiesConfig::parse("c.json", json).unwrap().summary_buffer.verbatim, 0.5);
-    let err = StrategiesConfig::parse("c.toml", "[window]\nsize = 3\n").unwrap_err().to_string();
+    assert_eq!(
+        StrategiesConfig::parse("c.json", json)
+            .unwrap()
+            .summary_buffer
+            .verbatim,
+        0.5
+    );
+    let err = StrategiesConfig::parse("c.toml", "[window]\nsize = 3\n")
+        .unwrap_err()
+        .to_string();
     assert!(err.starts_with("c.toml: unknown field `size`"), "{err}");
-    let err = StrategiesConfig::parse("c.json", r#"{"summary-buffer": {"trigger": 2}}"#).unwrap_err().to_string();
-    assert_eq!(err, "c.json: summary-buffer: `trigger` must be between 0 and 1, not 2");
-    let err = build("nope", &StrategiesConfig::default(), None).err().unwrap().to_string();
+    let err = StrategiesConfig::parse("c.json", r#"{"summary-buffer": {"trigger": 2}}"#)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "c.json: summary-buffer: `trigger` must be between 0 and 1, not 2"
+    );
+    let err = build("nope", &StrategiesConfig::default(), None)
+        .err()
+        .unwrap()
+        .to_string();
     assert_eq!(err, "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer");
 }
 
@@ -337,12 +456,26 @@ fn arb_turns() -> impl proptest::strategy::Strategy<Value = Vec<Turn>> {
                 _ => {
                     let mut call = Turn::new(format!("a{i}"), Role::Assistant, "");
                     call.tool_calls = vec![
-                        ToolCall { id: format!("c{i}a"), name: "f".into(), arguments: "{}".into() },
-                        ToolCall { id: format!("c{i}b"), name: "g".into(), arguments: "{}".into() },
+                        ToolCall {
+                            id: format!("c{i}a"),
+                            name: "f".into(),
+                            arguments: "{}".into(),
+                        },
+                        ToolCall {
+                            id: format!("c{i}b"),
+                            name: "g".into(),
+                            arguments: "{}".into(),
+                        },
                     ];
                     turns.push(call);
-                    turns.push(Turn::new(format!("r{i}a"), Role::Tool, text).with_tool_call_id(format!("c{i}a")));
-                    turns.push(Turn::new(format!("r{i}b"), Role::Tool, "ok").with_tool_call_id(format!("c{i}b")));
+                    turns.push(
+                        Turn::new(format!("r{i}a"), Role::Tool, text)
+                            .with_tool_call_id(format!("c{i}a")),
+                    );
+                    turns.push(
+                        Turn::new(format!("r{i}b"), Role::Tool, "ok")
+                            .with_tool_call_id(format!("c{i}b")),
+                    );
                 }
             }
         }
@@ -359,8 +492,16 @@ impl Generator for Echo {
     }
     fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
         let prompt = &request.messages[1].content;
-        let text: String = prompt.split_whitespace().take(request.max_tokens).collect::<Vec<_>>().join(" ");
-        Ok(Generation { text, prompt_tokens: 0, generated_tokens: 0 })
+        let text: String = prompt
+            .split_whitespace()
+            .take(request.max_tokens)
+            .collect::<Vec<_>>()
+            .join(" ");
+        Ok(Generation {
+            text,
+            prompt_tokens: 0,
+            generated_tokens: 0,
+        })
     }
 }
 

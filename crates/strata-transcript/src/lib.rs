@@ -75,7 +75,11 @@ pub fn load_bytes(
             conversations.push(item?);
         }
         error::unique_ids(file, &conversations)?;
-        return Ok(Loaded { format: InputFormat::Strata, conversations, warnings: Vec::new() });
+        return Ok(Loaded {
+            format: InputFormat::Strata,
+            conversations,
+            warnings: Vec::new(),
+        });
     }
     let value: serde_json::Value =
         serde_json::from_str(text).map_err(|e| LoadError::syntax(file, None, &e))?;
@@ -90,7 +94,10 @@ pub fn load_bytes(
             )
         })?,
     };
-    let stem = Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("conversation");
+    let stem = Path::new(file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("conversation");
     let loaded = match format {
         InputFormat::Strata => Loaded {
             format,

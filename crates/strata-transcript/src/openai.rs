@@ -78,9 +78,17 @@ fn content_text(v: &serde_json::Value) -> Option<String> {
     }
 }
 
-pub(crate) fn from_value(file: &str, id: &str, value: serde_json::Value) -> Result<Conversation, LoadError> {
+pub(crate) fn from_value(
+    file: &str,
+    id: &str,
+    value: serde_json::Value,
+) -> Result<Conversation, LoadError> {
     let raw: RawMessages = serde_json::from_value(value).map_err(|e| {
-        LoadError::new(file, LoadErrorKind::Schema, format!("not an array of chat messages: {e}"))
+        LoadError::new(
+            file,
+            LoadErrorKind::Schema,
+            format!("not an array of chat messages: {e}"),
+        )
     })?;
     let messages = match raw {
         RawMessages::Bare(m) | RawMessages::Wrapped { messages: m } => m,
@@ -90,16 +98,30 @@ pub(crate) fn from_value(file: &str, id: &str, value: serde_json::Value) -> Resu
         let turn_id = format!("m{}", index + 1);
         let at = format!("transcript {id}: message {turn_id} (index {index})");
         let role = match m.role.as_deref() {
-            None => return Err(LoadError::new(file, LoadErrorKind::Schema, format!("{at}: missing `role`"))),
+            None => {
+                return Err(LoadError::new(
+                    file,
+                    LoadErrorKind::Schema,
+                    format!("{at}: missing `role`"),
+                ))
+            }
             // Newer APIs call the system role `developer` and the old tool role `function`.
             Some("developer") => Role::System,
             Some("function") => Role::Tool,
             Some(r) => Role::parse(r).ok_or_else(|| {
-                LoadError::new(file, LoadErrorKind::Schema, format!("{at}: unknown role `{r}`"))
+                LoadError::new(
+                    file,
+                    LoadErrorKind::Schema,
+                    format!("{at}: unknown role `{r}`"),
+                )
             })?,
         };
         let content = content_text(&m.content).ok_or_else(|| {
-            LoadError::new(file, LoadErrorKind::Schema, format!("{at}: `content` is not text"))
+            LoadError::new(
+                file,
+                LoadErrorKind::Schema,
+                format!("{at}: `content` is not text"),
+            )
         })?;
         turns.push(Turn {
             id: turn_id,
@@ -111,9 +133,17 @@ pub(crate) fn from_value(file: &str, id: &str, value: serde_json::Value) -> Resu
             tool_calls: m.tool_calls.into_iter().map(Into::into).collect(),
         });
     }
-    let conversation = Conversation { id: id.to_string(), turns, ..Default::default() };
-    conversation
-        .validate(true)
-        .map_err(|e| LoadError::new(file, LoadErrorKind::Invalid, format!("transcript {id}: {e}")))?;
+    let conversation = Conversation {
+        id: id.to_string(),
+        turns,
+        ..Default::default()
+    };
+    conversation.validate(true).map_err(|e| {
+        LoadError::new(
+            file,
+            LoadErrorKind::Invalid,
+            format!("transcript {id}: {e}"),
+        )
+    })?;
     Ok(conversation)
 }

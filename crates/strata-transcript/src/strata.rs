@@ -82,7 +82,11 @@ pub(crate) fn scalar_text(v: &serde_json::Value) -> Option<String> {
 }
 
 /// Parses one transcript from JSON text. `line` is the JSONL line it came from, if any.
-pub(crate) fn from_str(file: &str, line: Option<usize>, text: &str) -> Result<Conversation, LoadError> {
+pub(crate) fn from_str(
+    file: &str,
+    line: Option<usize>,
+    text: &str,
+) -> Result<Conversation, LoadError> {
     let raw: RawTranscript =
         serde_json::from_str(text).map_err(|e| LoadError::syntax(file, line, &e))?;
     convert(file, line, raw)
@@ -112,7 +116,10 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
         return fail(LoadErrorKind::Schema, "transcript has no `id`".to_string());
     };
     let Some(raw_turns) = raw.turns else {
-        return fail(LoadErrorKind::Schema, format!("transcript {id}: missing `turns`"));
+        return fail(
+            LoadErrorKind::Schema,
+            format!("transcript {id}: missing `turns`"),
+        );
     };
     let mut turns = Vec::with_capacity(raw_turns.len());
     for (index, t) in raw_turns.into_iter().enumerate() {
@@ -123,18 +130,19 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
             );
         };
         let at = format!("transcript {id}: turn {turn_id}");
-        let role = match t.role.as_deref() {
-            None => return fail(LoadErrorKind::Schema, format!("{at}: missing `role`")),
-            Some(r) => match Role::parse(r) {
-                Some(role) => role,
-                None => {
-                    return fail(
+        let role =
+            match t.role.as_deref() {
+                None => return fail(LoadErrorKind::Schema, format!("{at}: missing `role`")),
+                Some(r) => match Role::parse(r) {
+                    Some(role) => role,
+                    None => return fail(
                         LoadErrorKind::Schema,
-                        format!("{at}: unknown role `{r}` (expected system, user, assistant or tool)"),
-                    )
-                }
-            },
-        };
+                        format!(
+                            "{at}: unknown role `{r}` (expected system, user, assistant or tool)"
+                        ),
+                    ),
+                },
+            };
         let Some(content) = t.content else {
             return fail(LoadErrorKind::Schema, format!("{at}: missing `content`"));
         };
@@ -162,7 +170,9 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
     }
     let mut probes = Vec::with_capacity(raw.probes.len());
     for (index, p) in raw.probes.into_iter().enumerate() {
-        let probe_id = p.id.map(RawId::into_string).unwrap_or_else(|| format!("#{}", index + 1));
+        let probe_id =
+            p.id.map(RawId::into_string)
+                .unwrap_or_else(|| format!("#{}", index + 1));
         let at = format!("transcript {id}: probe {probe_id}");
         let Some(question) = p.question else {
             return fail(LoadErrorKind::Schema, format!("{at}: missing `question`"));
@@ -212,7 +222,12 @@ impl<'a> JsonlReader<&'a [u8]> {
 
 impl<R: std::io::BufRead> JsonlReader<R> {
     pub fn new(file: &str, reader: R) -> JsonlReader<R> {
-        JsonlReader { file: file.to_string(), reader, line_no: 0, buf: String::new() }
+        JsonlReader {
+            file: file.to_string(),
+            reader,
+            line_no: 0,
+            buf: String::new(),
+        }
     }
 }
 
@@ -236,7 +251,12 @@ impl<R: std::io::BufRead> Iterator for JsonlReader<R> {
                 Ok(0) => return None,
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    return Some(Err(LoadError::new(&self.file, LoadErrorKind::InvalidUtf8, "invalid UTF-8").at_line(line_no)));
+                    return Some(Err(LoadError::new(
+                        &self.file,
+                        LoadErrorKind::InvalidUtf8,
+                        "invalid UTF-8",
+                    )
+                    .at_line(line_no)));
                 }
                 Err(e) => return Some(Err(LoadError::io(&self.file, &e).at_line(line_no))),
             }

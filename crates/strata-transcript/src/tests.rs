@@ -52,9 +52,15 @@ fn strata_json_loads_with_every_field() {
 
 #[test]
 fn jsonl_holds_one_transcript_per_line() {
-    let one = crate::to_json(&load_bytes("g.json", GOOD.as_bytes(), false, None).unwrap().conversations[0]);
+    let one = crate::to_json(
+        &load_bytes("g.json", GOOD.as_bytes(), false, None)
+            .unwrap()
+            .conversations[0],
+    );
     let two = one.replace("arch-session-7", "other");
-    let text = format!("{one}\n\n{two}\n{{\"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}]}}\n");
+    let text = format!(
+        "{one}\n\n{two}\n{{\"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}]}}\n"
+    );
     let loaded = load_bytes("d.jsonl", text.as_bytes(), true, None).unwrap();
     let ids: Vec<_> = loaded.conversations.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["arch-session-7", "other", "line-4"]);
@@ -138,7 +144,9 @@ fn decreasing_timestamps_are_rejected() {
 #[test]
 fn a_50_mb_turn_is_rejected() {
     let big = "x".repeat(50 * 1024 * 1024);
-    let text = format!(r#"{{"id": "a", "turns": [{{"id": "huge", "role": "user", "content": "{big}"}}]}}"#);
+    let text = format!(
+        r#"{{"id": "a", "turns": [{{"id": "huge", "role": "user", "content": "{big}"}}]}}"#
+    );
     check_err(
         "big.json",
         &text,
@@ -166,7 +174,12 @@ fn jsonl_errors_name_the_line() {
         LoadErrorKind::Schema,
         expect!["x.jsonl:2: transcript b: turn 1: unknown role `robot` (expected system, user, assistant or tool)"],
     );
-    check_err("y.jsonl", "{\"id\": \"a\", \"turns\": []}\n{\"id\": \n", LoadErrorKind::Syntax, expect!["y.jsonl:2: unexpected end of file: the JSON is truncated"]);
+    check_err(
+        "y.jsonl",
+        "{\"id\": \"a\", \"turns\": []}\n{\"id\": \n",
+        LoadErrorKind::Syntax,
+        expect!["y.jsonl:2: unexpected end of file: the JSON is truncated"],
+    );
     check_err(
         "z.jsonl",
         "{\"id\": \"a\", \"turns\": []}\n{\"id\": \"a\", \"turns\": []}\n",
@@ -216,11 +229,21 @@ fn locomo_shape_becomes_transcripts() {
     assert_eq!(loaded.format, InputFormat::Locomo);
     let c = &loaded.conversations[0];
     let ids: Vec<_> = c.turns.iter().map(|t| t.id.as_str()).collect();
-    assert_eq!(ids, ["D1:1", "D1:2", "D2:1", "D10:1"], "sessions in numeric order");
+    assert_eq!(
+        ids,
+        ["D1:1", "D1:2", "D2:1", "D10:1"],
+        "sessions in numeric order"
+    );
     assert_eq!(c.turns[1].role, Role::Assistant);
     assert_eq!(c.turns[3].content, "Look [shares a photo: a dog]");
-    assert_eq!(crate::format_rfc3339(c.turns[0].timestamp.unwrap()), "2022-05-08T13:56:00Z");
-    assert_eq!(crate::format_rfc3339(c.turns[3].timestamp.unwrap()), "2023-06-01T12:05:00Z");
+    assert_eq!(
+        crate::format_rfc3339(c.turns[0].timestamp.unwrap()),
+        "2022-05-08T13:56:00Z"
+    );
+    assert_eq!(
+        crate::format_rfc3339(c.turns[3].timestamp.unwrap()),
+        "2023-06-01T12:05:00Z"
+    );
     assert_eq!(c.boundaries, ["D1:1", "D2:1", "D10:1"]);
     assert_eq!(c.probes[0].answer, "2022");
     assert_eq!(c.probes[0].evidence, ["D1:1", "D2:1"]);
@@ -246,7 +269,11 @@ fn real_locomo_loads_with_its_known_pitfalls_counted() {
     assert_eq!(loaded.conversations.len(), 10);
     let turns: usize = loaded.conversations.iter().map(|c| c.turns.len()).sum();
     let probes: usize = loaded.conversations.iter().map(|c| c.probes.len()).sum();
-    let sessions: usize = loaded.conversations.iter().map(|c| c.boundaries.len()).sum();
+    let sessions: usize = loaded
+        .conversations
+        .iter()
+        .map(|c| c.boundaries.len())
+        .sum();
     assert_eq!((turns, probes, sessions), (5882, 1986, 272));
     // The dataset's README lists 9 malformed references. Splitting `D8:6; D9:17` and
     // `D9:1 D4:4 D4:6` and reading `D30:05` as `D30:5` recovers most; four name no turn at all

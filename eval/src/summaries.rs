@@ -1,0 +1,151 @@
+//! The summary suite: summaries of whole conversations against people's reference summaries,
+//! by ROUGE-1/2/L F1 (the best over the references), with the time each took.
+//!
+//! The method here needs no model and is the usual reference point: `lead-N`, the first N
+//! turns as they were said.
+
+use std::time::Instant;
+
+use anyhow::{bail, Result};
+use serde::{Deserialize, Serialize};
+use strata_core::Conversation;
+
+use crate::metrics::rouge_multi;
+
+/// Writes a summary of a whole conversation.
+pub trait Summarizer: Send + Sync {
+    fn name(&self) -> &str;
+    fn summarize(&self, conversation: &Conversation) -> Result<String>;
+}
+
+/// The first `n` turns, each as `speaker: text`.
+#[derive(Debug)]
+pub struct Lead {
+    name: String,
+    n: usize,
+}
+
+impl Summarizer for Lead {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn summarize(&self, c: &Conversation) -> Result<String> {
+        Ok(c.turns
+            .iter()
+            .take(self.n)
+            .map(|t| {
+                format!(
+                    "{}: {}",
+                    t.speaker.as_deref().unwrap_or(t.role.as_str()),
+                    t.content
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
+}
+
+pub fn by_name(name: &str) -> Result<Box<dyn Summarizer>> {
+    if let Some(n) = name
+        .strip_prefix("lead-")
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|&n| n > 0)
+    {
+        return Ok(Box::new(Lead {
+            name: name.to_string(),
+            n,
+        }));
+    }
+    bail!(crate::BadInput(format!(
+        "unknown summarizer `{name}`: expected lead-N"
+    )))
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRecord {
+    pub dataset: String,
+    pub conversation_index: usize,
+    pub method: String,
+    pub rouge1: f64,
+    pub rouge2: f64,
+    #[serde(rename = "rougeL")]
+    pub rouge_l: f64,
+    pub words: usize,
+    pub seconds: f64,
+}
+
+pub fn score(
+    dataset: &str,
+    index: usize,
+    c: &Conversation,
+    summarizers: &[Box<dyn Summarizer>],
+) -> Result<Vec<SummaryRecord>> {
+    if c.references.is_empty() {
+        return Ok(Vec::new());
+    }
+    summarizers
+        .iter()
+        .map(|s| {
+            let start = Instant::now();
+            let summary = s.summarize(c)?;
+            let seconds = start.elapsed().as_secs_f64();
+            let r = rouge_multi(&summary, &c.references);
+            Ok(SummaryRecord {
+                dataset: dataset.to_string(),
+                conversation_index: index,
+                method: s.name().to_string(),
+                rouge1: r.rouge1.f1,
+                rouge2: r.rouge2.f1,
+                rouge_l: r.rouge_l.f1,
+                words: summary.split_whitespace().count(),
+                seconds,
+            })
+        })
+        .collect()
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRun {
+    pub dataset: String,
+    pub method: String,
+    pub summaries: usize,
+    pub rouge1: f64,
+    pub rouge2: f64,
+    #[serde(rename = "rougeL")]
+    pub rouge_l: f64,
+    pub words_mean: f64,
+    pub seconds_per_summary: f64,
+}
+
+pub fn aggregate(
+    records: &[SummaryRecord],
+    datasets: &[String],
+    methods: &[String],
+) -> Vec<SummaryRun> {
+    let mut runs = Vec::new();
+    for d in datasets {
+        for m in methods {
+            let rs: Vec<&SummaryRecord> = records
+                .iter()
+                .filter(|r| &r.dataset == d && &r.method == m)
+                .collect();
+            if rs.is_empty() {
+                continue;
+            }
+            let mean = |f: fn(&SummaryRecord) -> f64| {
+                rs.iter().map(|r| f(r)).sum::<f64>() / rs.len() as f64
+            };
+            runs.push(SummaryRun {
+                dataset: d.clone(),
+                method: m.clone(),
+                summaries: rs.len(),
+                rouge1: mean(|r| r.rouge1),
+                rouge2: mean(|r| r.rouge2),
+                rouge_l: mean(|r| r.rouge_l),
+                words_mean: mean(|r| r.words as f64),
+                seconds_per_summary: mean(|r| r.seconds),
+            });
+        }
+    }
+    runs
+}
