@@ -192,6 +192,10 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         let (conversations, w) = dataset.conversations()?;
         warnings.extend(w);
         let suites = dataset.suites();
+        let total = dataset.len_hint().map(|n| match config.shard {
+            Some(s) => (0..n).filter(|&i| s.takes(i)).count(),
+            None => n,
+        });
         let plan = Plan {
             dataset: &dataset.name,
             strategies: &strategies,
@@ -199,7 +203,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             modes: &config.modes,
             counter: counter.clone(),
         };
-        let bar = progress_bar(config.progress, &dataset.name);
+        let bar = progress_bar(config.progress, &dataset.name, total);
         // Conversations are pulled lazily by the worker threads, so a streamed dataset is never
         // in memory whole; results are put back in order afterwards.
         let shard = config.shard;
@@ -390,16 +394,26 @@ pub fn check_baseline(results: &Results, baseline: &Path, tolerance: f64) -> Res
     Ok(gate::compare(&base, results, tolerance))
 }
 
-fn progress_bar(enabled: bool, dataset: &str) -> indicatif::ProgressBar {
+/// A bar with an ETA when the number of conversations is known, else a counting spinner. Both
+/// draw on stderr, and only when it is a terminal.
+fn progress_bar(enabled: bool, dataset: &str, total: Option<usize>) -> indicatif::ProgressBar {
     if !enabled {
         return indicatif::ProgressBar::hidden();
     }
-    let bar = indicatif::ProgressBar::new_spinner();
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
+    let (bar, template) = match total {
+        Some(n) => (
+            indicatif::ProgressBar::new(n as u64),
+            "{msg} [{bar:30}] {pos}/{len} conversations, {elapsed} elapsed, ETA {eta}",
+        ),
+        None => (
+            indicatif::ProgressBar::new_spinner(),
             "{spinner} {msg}: {pos} conversations, {elapsed} elapsed",
-        )
-        .expect("a valid template"),
+        ),
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(template)
+            .expect("a valid template")
+            .progress_chars("=> "),
     );
     bar.set_message(dataset.to_string());
     bar.enable_steady_tick(std::time::Duration::from_millis(200));

@@ -148,6 +148,19 @@ impl Dataset {
         }
     }
 
+    /// How many conversations the dataset holds, for a progress bar: cheap to find (JSONL
+    /// lines are counted without parsing), and `None` where it would mean parsing twice.
+    pub fn len_hint(&self) -> Option<usize> {
+        match self.kind {
+            Kind::QmsumDir => Some(self.files.len()),
+            Kind::Dialogsum => count_lines(&self.files[0]),
+            Kind::Transcripts if self.files[0].extension().is_some_and(|e| e == "jsonl") => {
+                count_lines(&self.files[0])
+            }
+            _ => None,
+        }
+    }
+
     /// The sha256 of the dataset: the file's own hash for one file (as MANIFEST.tsv lists it),
     /// else the hash of the sorted `name hash` lines of its files.
     pub fn sha256(&self) -> Result<String> {
@@ -238,6 +251,19 @@ impl Dataset {
 
 /// Conversations read lazily, in order.
 pub type ConversationIter = Box<dyn Iterator<Item = Result<Conversation>> + Send>;
+
+fn count_lines(path: &Path) -> Option<usize> {
+    use std::io::BufRead;
+    let f = std::io::BufReader::new(std::fs::File::open(path).ok()?);
+    Some(
+        f.split(b'\n')
+            .filter(|l| {
+                l.as_ref()
+                    .is_ok_and(|l| !l.iter().all(u8::is_ascii_whitespace))
+            })
+            .count(),
+    )
+}
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()

@@ -4,6 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod datasets;
+mod models;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -17,7 +18,9 @@ tasks:
   eval [ARGS]              run `strata eval` in release mode (ARGS as `strata eval --help`)
   gen-probes [--seed N]    write the seeded probe set to datasets/probes/probes.jsonl
   fetch-datasets [--check] download the public datasets into ../shared/datasets (or
-                           STRATA_DATA) and verify every sha256 in MANIFEST.tsv";
+                           STRATA_DATA) and verify every sha256 in MANIFEST.tsv
+  fetch-models [NAME...]   fetch the pinned model weights into models/ (or STRATA_MODELS):
+                           all-MiniLM-L6-v2, smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -44,6 +47,7 @@ fn main() -> Result<()> {
         ),
         Some("gen-probes") => gen_probes(rest),
         Some("fetch-datasets") => datasets::fetch(&root(), rest.iter().any(|a| a == "--check")),
+        Some("fetch-models") => models::fetch(&root(), rest),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

@@ -130,19 +130,20 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
             );
         };
         let at = format!("transcript {id}: turn {turn_id}");
-        let role =
-            match t.role.as_deref() {
-                None => return fail(LoadErrorKind::Schema, format!("{at}: missing `role`")),
-                Some(r) => match Role::parse(r) {
-                    Some(role) => role,
-                    None => return fail(
+        let role = match t.role.as_deref() {
+            None => return fail(LoadErrorKind::Schema, format!("{at}: missing `role`")),
+            Some(r) => match Role::parse(r) {
+                Some(role) => role,
+                None => {
+                    return fail(
                         LoadErrorKind::Schema,
                         format!(
                             "{at}: unknown role `{r}` (expected system, user, assistant or tool)"
                         ),
-                    ),
-                },
-            };
+                    )
+                }
+            },
+        };
         let Some(content) = t.content else {
             return fail(LoadErrorKind::Schema, format!("{at}: missing `content`"));
         };
