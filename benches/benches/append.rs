@@ -23,10 +23,7 @@ fn append_and_rebuild(c: &mut Criterion) {
             history.push(synthetic_turn(i)).unwrap();
         }
         // The same text at every length, so only the history differs.
-        let next = strata_core::Turn {
-            id: "appended".into(),
-            ..synthetic_turn(7)
-        };
+        let next = strata_core::Turn { id: "appended".into(), ..synthetic_turn(7) };
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, &n| {
             b.iter(|| {
                 history.push(next.clone()).unwrap();

@@ -59,21 +59,96 @@ const WORDS: &[&str] = &[
 /// The `i`th turn of a synthetic user/assistant conversation: 20 to 60 words drawn from a
 /// fixed vocabulary by a seeded generator, so every run measures the same text.
 pub fn synthetic_turn(i: usize) -> Turn {
-    let mut state = (i as u64)
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
+    let mut state = (i as u64).wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
     let mut next = || {
-        state = state
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
+        state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         (state >> 33) as usize
     };
     let len = 20 + next() % 41;
     let words: Vec<&str> = (0..len).map(|_| WORDS[next() % WORDS.len()]).collect();
-    let role = if i.is_multiple_of(2) {
-        Role::User
-    } else {
-        Role::Assistant
-    };
+    let role = if i.is_multiple_of(2) { Role::User } else { Role::Assistant };
     Turn::new(format!("t{i}"), role, words.join(" "))
+}
+
+/// `n` deterministic sentences of 16 to 20 words (about 18), for embedding throughput.
+pub fn sentences(n: usize) -> Vec<String> {
+    const VOCAB: &[&str] = &[
+        "the",
+        "team",
+        "reviewed",
+        "latency",
+        "numbers",
+        "after",
+        "deploy",
+        "and",
+        "found",
+        "that",
+        "cache",
+        "misses",
+        "doubled",
+        "during",
+        "peak",
+        "traffic",
+        "so",
+        "we",
+        "will",
+        "add",
+        "another",
+        "replica",
+        "before",
+        "launch",
+        "customers",
+        "asked",
+        "about",
+        "pricing",
+        "for",
+        "annual",
+        "plans",
+        "while",
+        "support",
+        "tickets",
+        "dropped",
+        "last",
+        "week",
+        "because",
+        "onboarding",
+        "emails",
+        "now",
+        "explain",
+        "setup",
+        "steps",
+        "clearly",
+        "meeting",
+        "moved",
+        "to",
+        "Thursday",
+        "morning",
+        "budget",
+        "review",
+        "needs",
+        "updated",
+        "forecasts",
+        "from",
+        "finance",
+        "database",
+        "migration",
+        "finished",
+        "without",
+        "errors",
+    ];
+    (0..n)
+        .map(|i| {
+            let mut state = (i as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let mut next = || {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                state as usize
+            };
+            let len = 16 + next() % 5;
+            let mut words: Vec<&str> = (0..len).map(|_| VOCAB[next() % VOCAB.len()]).collect();
+            words[0] = "The";
+            words.join(" ") + "."
+        })
+        .collect()
 }

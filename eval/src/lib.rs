@@ -56,14 +56,10 @@ pub struct Shard {
 impl Shard {
     /// Parses `i/n` with 1 ≤ i ≤ n.
     pub fn parse(s: &str) -> Result<Shard> {
-        let parsed = s
-            .split_once('/')
-            .and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)));
+        let parsed = s.split_once('/').and_then(|(i, n)| Some((i.parse().ok()?, n.parse().ok()?)));
         match parsed {
             Some((index, count)) if index >= 1 && index <= count => Ok(Shard { index, count }),
-            _ => bail!(BadInput(format!(
-                "--shard `{s}`: expected i/n with 1 <= i <= n, such as 2/8"
-            ))),
+            _ => bail!(BadInput(format!("--shard `{s}`: expected i/n with 1 <= i <= n, such as 2/8"))),
         }
     }
 
@@ -88,6 +84,9 @@ pub struct EvalConfig {
     pub strategy_config: StrategiesConfig,
     /// Segmentation methods for datasets with gold topic boundaries.
     pub segmenters: Vec<String>,
+    /// Where model weights are (`models/` or `STRATA_MODELS`); embeddings are cached in its
+    /// `.cache` folder.
+    pub models_dir: PathBuf,
     /// Summarizers for datasets with reference summaries.
     pub summarizers: Vec<String>,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
@@ -158,9 +157,7 @@ pub struct Outcome {
 /// Runs the evaluation and writes its outputs under `config.out`.
 pub fn run(config: &EvalConfig) -> Result<Outcome> {
     if config.budgets.is_empty() || config.strategies.is_empty() || config.modes.is_empty() {
-        bail!(BadInput(
-            "nothing to run: give at least one strategy, budget and mode".into()
-        ));
+        bail!(BadInput("nothing to run: give at least one strategy, budget and mode".into()));
     }
     let counter = strata_tokens::from_spec(&config.tokenizer)?;
     let strategies: Vec<Arc<dyn Strategy>> = config
@@ -171,16 +168,30 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
     let mut budgets = config.budgets.clone();
     budgets.sort_unstable();
     budgets.dedup();
-    let segmenters: Vec<Box<dyn segmentation::Segmenter>> = config
-        .segmenters
-        .iter()
-        .map(|n| segmentation::by_name(n))
-        .collect::<Result<_>>()?;
-    let summarizers: Vec<Box<dyn summaries::Summarizer>> = config
-        .summarizers
-        .iter()
-        .map(|n| summaries::by_name(n))
-        .collect::<Result<_>>()?;
+    // The embedder loads only if a dataset is scored by segmentation and a detector is named.
+    let mut any_segmentation = false;
+    for d in &config.datasets {
+        any_segmentation |= Dataset::resolve(d, &config.data_dir, &config.repo_root)?.suites().segmentation;
+    }
+    let mut embedder: Option<Arc<dyn strata_core::Embedder>> = None;
+    let mut load_embedder = || -> Result<Arc<dyn strata_core::Embedder>> {
+        if let Some(e) = &embedder {
+            return Ok(e.clone());
+        }
+        let e = embeddings(&config.models_dir).context(
+            "the topic detectors (fixed, depth, combined) embed with MiniLM: run `cargo xtask fetch-models`, \
+             or pass --segmenter none,even-10",
+        )?;
+        embedder = Some(e.clone());
+        Ok(e)
+    };
+    let segmenters: Vec<Box<dyn segmentation::Segmenter>> = if any_segmentation {
+        config.segmenters.iter().map(|n| segmentation::by_name(n, &mut load_embedder)).collect::<Result<_>>()?
+    } else {
+        Vec::new()
+    };
+    let summarizers: Vec<Box<dyn summaries::Summarizer>> =
+        config.summarizers.iter().map(|n| summaries::by_name(n)).collect::<Result<_>>()?;
     let mut records = Records::default();
     let mut hashes = BTreeMap::new();
     let mut warnings = Vec::new();
@@ -218,13 +229,8 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
                         (out.probes, out.builds) = retention::score_conversation(&plan, i, &c)?;
                     }
                     if suites.segmentation {
-                        out.segments = segmentation::score(
-                            &dataset.name,
-                            i,
-                            &c,
-                            &segmenters,
-                            !suites.gold_is_complete,
-                        )?;
+                        out.segments =
+                            segmentation::score(&dataset.name, i, &c, &segmenters, !suites.gold_is_complete)?;
                     }
                     if suites.summaries {
                         out.summaries = summaries::score(&dataset.name, i, &c, &summarizers)?;
@@ -251,23 +257,22 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         summarizers: config.summarizers.clone(),
         shard: config.shard,
     };
-    finish(
-        &config.out,
-        run_config,
-        hashes,
-        commit(&config.repo_root),
-        warnings,
-        records,
-    )
+    finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, records)
+}
+
+/// MiniLM sentence embeddings, cached on disk, for the topic detectors.
+fn embeddings(models_dir: &Path) -> Result<Arc<dyn strata_core::Embedder>> {
+    use strata_candle::{BertEmbedder, CachedEmbedder, EmbedderConfig, MINILM};
+    let dir = strata_candle::locate(Some(&models_dir.join(MINILM.folder)), &MINILM)?;
+    let model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default())?;
+    Ok(Arc::new(CachedEmbedder::open(model, &models_dir.join(".cache"))?))
 }
 
 /// Combines the outputs of shards (each a directory a run wrote) into one result, written
 /// under `out`. The shards must come from the same configuration and cover every part once.
 pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
     if dirs.is_empty() {
-        bail!(BadInput(
-            "merge: name the directories the shards wrote".into()
-        ));
+        bail!(BadInput("merge: name the directories the shards wrote".into()));
     }
     let mut records = Records::default();
     let mut first: Option<Results> = None;
@@ -282,13 +287,8 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
         });
         let shard = results.config.shard;
         if let Some(f) = &first {
-            let same = RunConfig {
-                shard: None,
-                ..results.config.clone()
-            } == RunConfig {
-                shard: None,
-                ..f.config.clone()
-            };
+            let same =
+                RunConfig { shard: None, ..results.config.clone() } == RunConfig { shard: None, ..f.config.clone() };
             if !same || results.datasets != f.datasets {
                 bail!(BadInput(format!(
                     "{}: a different configuration or dataset than {}",
@@ -297,20 +297,12 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
                 )));
             }
             if shard.map(|s| s.count) != f.config.shard.map(|s| s.count) {
-                bail!(BadInput(format!(
-                    "{}: shards of different splits",
-                    dir.display()
-                )));
+                bail!(BadInput(format!("{}: shards of different splits", dir.display())));
             }
         }
         if let Some(s) = shard {
             if seen.contains(&s.index) {
-                bail!(BadInput(format!(
-                    "{}: shard {}/{} given twice",
-                    dir.display(),
-                    s.index,
-                    s.count
-                )));
+                bail!(BadInput(format!("{}: shard {}/{} given twice", dir.display(), s.index, s.count)));
             }
             seen.push(s.index);
         }
@@ -321,25 +313,11 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
     let first = first.expect("at least one directory");
     if let Some(s) = first.config.shard {
         if seen.len() != s.count {
-            bail!(BadInput(format!(
-                "merge: {} of {} shards given",
-                seen.len(),
-                s.count
-            )));
+            bail!(BadInput(format!("merge: {} of {} shards given", seen.len(), s.count)));
         }
     }
-    let config = RunConfig {
-        shard: None,
-        ..first.config
-    };
-    finish(
-        out,
-        config,
-        first.datasets,
-        first.commit,
-        first.warnings,
-        records,
-    )
+    let config = RunConfig { shard: None, ..first.config };
+    finish(out, config, first.datasets, first.commit, first.warnings, records)
 }
 
 fn finish(
@@ -352,37 +330,15 @@ fn finish(
 ) -> Result<Outcome> {
     report::sort_records(&mut records.probes, &mut records.builds);
     records.segments.sort_by(|a, b| {
-        (&a.dataset, a.conversation_index, &a.method).cmp(&(
-            &b.dataset,
-            b.conversation_index,
-            &b.method,
-        ))
+        (&a.dataset, a.conversation_index, &a.method).cmp(&(&b.dataset, b.conversation_index, &b.method))
     });
     records.summaries.sort_by(|a, b| {
-        (&a.dataset, a.conversation_index, &a.method).cmp(&(
-            &b.dataset,
-            b.conversation_index,
-            &b.method,
-        ))
+        (&a.dataset, a.conversation_index, &a.method).cmp(&(&b.dataset, b.conversation_index, &b.method))
     });
-    let runs = report::aggregate(
-        &records.probes,
-        &records.builds,
-        &config.datasets,
-        &config.strategies,
-    );
-    let segmentation =
-        segmentation::aggregate(&records.segments, &config.datasets, &config.segmenters);
+    let runs = report::aggregate(&records.probes, &records.builds, &config.datasets, &config.strategies);
+    let segmentation = segmentation::aggregate(&records.segments, &config.datasets, &config.segmenters);
     let summaries = summaries::aggregate(&records.summaries, &config.datasets, &config.summarizers);
-    let results = Results {
-        runs,
-        segmentation,
-        summaries,
-        config,
-        datasets,
-        commit,
-        warnings,
-    };
+    let results = Results { runs, segmentation, summaries, config, datasets, commit, warnings };
     write_outputs(out, &results, &records)?;
     let markdown = report::markdown(&results);
     Ok(Outcome { results, markdown })
@@ -405,16 +361,9 @@ fn progress_bar(enabled: bool, dataset: &str, total: Option<usize>) -> indicatif
             indicatif::ProgressBar::new(n as u64),
             "{msg} [{bar:30}] {pos}/{len} conversations, {elapsed} elapsed, ETA {eta}",
         ),
-        None => (
-            indicatif::ProgressBar::new_spinner(),
-            "{spinner} {msg}: {pos} conversations, {elapsed} elapsed",
-        ),
+        None => (indicatif::ProgressBar::new_spinner(), "{spinner} {msg}: {pos} conversations, {elapsed} elapsed"),
     };
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(template)
-            .expect("a valid template")
-            .progress_chars("=> "),
-    );
+    bar.set_style(indicatif::ProgressStyle::with_template(template).expect("a valid template").progress_chars("=> "));
     bar.set_message(dataset.to_string());
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
@@ -432,20 +381,17 @@ fn commit(repo_root: &Path) -> String {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| BadInput(format!("{}: {e}", path.display())).into())
 }
 
 fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{}: {e}", path.display())))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
-            serde_json::from_str(l)
-                .map_err(|e| BadInput(format!("{}:{}: {e}", path.display(), i + 1)).into())
+            serde_json::from_str(l).map_err(|e| BadInput(format!("{}:{}: {e}", path.display(), i + 1)).into())
         })
         .collect()
 }
@@ -454,32 +400,23 @@ fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp).with_context(|| tmp.display().to_string())?;
-    f.write_all(bytes)
-        .and_then(|()| f.sync_all())
-        .with_context(|| tmp.display().to_string())?;
+    f.write_all(bytes).and_then(|()| f.sync_all()).with_context(|| tmp.display().to_string())?;
     std::fs::rename(&tmp, path).with_context(|| path.display().to_string())?;
     Ok(())
 }
 
 fn write_outputs(out: &Path, results: &Results, records: &Records) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| out.display().to_string())?;
-    let jsonl =
-        |items: &mut dyn Iterator<Item = Result<String, serde_json::Error>>| -> Result<String> {
-            let mut s = String::new();
-            for line in items {
-                s.push_str(&line?);
-                s.push('\n');
-            }
-            Ok(s)
-        };
-    write_atomic(
-        &out.join("records.jsonl"),
-        jsonl(&mut records.probes.iter().map(serde_json::to_string))?.as_bytes(),
-    )?;
-    write_atomic(
-        &out.join("builds.jsonl"),
-        jsonl(&mut records.builds.iter().map(serde_json::to_string))?.as_bytes(),
-    )?;
+    let jsonl = |items: &mut dyn Iterator<Item = Result<String, serde_json::Error>>| -> Result<String> {
+        let mut s = String::new();
+        for line in items {
+            s.push_str(&line?);
+            s.push('\n');
+        }
+        Ok(s)
+    };
+    write_atomic(&out.join("records.jsonl"), jsonl(&mut records.probes.iter().map(serde_json::to_string))?.as_bytes())?;
+    write_atomic(&out.join("builds.jsonl"), jsonl(&mut records.builds.iter().map(serde_json::to_string))?.as_bytes())?;
     write_atomic(
         &out.join("segments.jsonl"),
         jsonl(&mut records.segments.iter().map(serde_json::to_string))?.as_bytes(),
@@ -488,47 +425,24 @@ fn write_outputs(out: &Path, results: &Results, records: &Records) -> Result<()>
         &out.join("summaries.jsonl"),
         jsonl(&mut records.summaries.iter().map(serde_json::to_string))?.as_bytes(),
     )?;
-    write_atomic(
-        &out.join("results.csv"),
-        report::csv(&results.runs).as_bytes(),
-    )?;
+    write_atomic(&out.join("results.csv"), report::csv(&results.runs).as_bytes())?;
     for dataset in &results.config.datasets {
         for mode in &results.config.modes {
-            let runs: Vec<&Run> = results
-                .runs
-                .iter()
-                .filter(|r| &r.dataset == dataset && r.mode == *mode)
-                .collect();
+            let runs: Vec<&Run> = results.runs.iter().filter(|r| &r.dataset == dataset && r.mode == *mode).collect();
             if runs.is_empty() {
                 continue;
             }
             let tmp = out.join(format!("pareto-{dataset}-{}.svg.tmp", mode.as_str()));
             plot::pareto(&tmp, dataset, *mode, &runs, &results.config.strategies)?;
-            std::fs::rename(
-                &tmp,
-                out.join(format!("pareto-{dataset}-{}.svg", mode.as_str())),
-            )?;
+            std::fs::rename(&tmp, out.join(format!("pareto-{dataset}-{}.svg", mode.as_str())))?;
             let budget = results.config.budgets[results.config.budgets.len() / 2];
             let tmp = out.join(format!("categories-{dataset}-{}.svg.tmp", mode.as_str()));
-            plot::categories(
-                &tmp,
-                dataset,
-                budget,
-                *mode,
-                &runs,
-                &results.config.strategies,
-            )?;
-            std::fs::rename(
-                &tmp,
-                out.join(format!("categories-{dataset}-{}.svg", mode.as_str())),
-            )?;
+            plot::categories(&tmp, dataset, budget, *mode, &runs, &results.config.strategies)?;
+            std::fs::rename(&tmp, out.join(format!("categories-{dataset}-{}.svg", mode.as_str())))?;
         }
     }
     // results.json last: its presence says the rest is complete.
-    write_atomic(
-        &out.join("results.json"),
-        (serde_json::to_string_pretty(results)? + "\n").as_bytes(),
-    )?;
+    write_atomic(&out.join("results.json"), (serde_json::to_string_pretty(results)? + "\n").as_bytes())?;
     Ok(())
 }
 

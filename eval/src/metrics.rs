@@ -7,25 +7,17 @@ use std::collections::{HashMap, HashSet};
 /// and "the" removed, whitespace folded to single spaces.
 pub fn normalize(text: &str) -> String {
     let lower = text.to_lowercase();
-    let no_punct: String = lower
-        .chars()
-        .filter(|c| !c.is_ascii_punctuation())
-        .collect();
-    no_punct
-        .split_whitespace()
-        .filter(|w| !matches!(*w, "a" | "an" | "the"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    let no_punct: String = lower.chars().filter(|c| !c.is_ascii_punctuation()).collect();
+    no_punct.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the")).collect::<Vec<_>>().join(" ")
 }
 
 /// Words that carry no content: left out of answer-token recall unless the answer has nothing
 /// else.
 const STOPWORDS: &[&str] = &[
-    "and", "or", "of", "to", "in", "on", "at", "for", "with", "by", "from", "is", "are", "was",
-    "were", "be", "been", "it", "its", "that", "this", "as", "but", "not", "no", "he", "she",
-    "they", "his", "her", "their", "them", "i", "you", "we", "my", "your", "our", "do", "did",
-    "has", "have", "had", "so", "if", "about", "into", "than", "then", "there", "which", "who",
-    "what", "when", "where", "how", "also", "just", "very", "s",
+    "and", "or", "of", "to", "in", "on", "at", "for", "with", "by", "from", "is", "are", "was", "were", "be", "been",
+    "it", "its", "that", "this", "as", "but", "not", "no", "he", "she", "they", "his", "her", "their", "them", "i",
+    "you", "we", "my", "your", "our", "do", "did", "has", "have", "had", "so", "if", "about", "into", "than", "then",
+    "there", "which", "who", "what", "when", "where", "how", "also", "just", "very", "s",
 ];
 
 /// A context prepared once for scoring many answers against it.
@@ -39,15 +31,8 @@ pub struct ScoredText {
 impl ScoredText {
     pub fn new(text: &str) -> ScoredText {
         let normalized = normalize(text);
-        let words = normalized
-            .split(' ')
-            .filter(|w| !w.is_empty())
-            .map(str::to_string)
-            .collect();
-        ScoredText {
-            padded: format!(" {normalized} "),
-            words,
-        }
+        let words = normalized.split(' ').filter(|w| !w.is_empty()).map(str::to_string).collect();
+        ScoredText { padded: format!(" {normalized} "), words }
     }
 
     /// Whether the normalised answer occurs in the normalised text as whole words.
@@ -60,11 +45,7 @@ impl ScoredText {
     pub fn answer_token_recall(&self, answer: &str) -> f64 {
         let a = normalize(answer);
         let all: Vec<&str> = a.split(' ').filter(|w| !w.is_empty()).collect();
-        let content: Vec<&str> = all
-            .iter()
-            .copied()
-            .filter(|w| !STOPWORDS.contains(w))
-            .collect();
+        let content: Vec<&str> = all.iter().copied().filter(|w| !STOPWORDS.contains(w)).collect();
         let words = if content.is_empty() { all } else { content };
         if words.is_empty() {
             return 0.0;
@@ -90,29 +71,26 @@ pub fn boundary_bits(n: usize, starts: &[usize]) -> Vec<bool> {
 /// Python's `round` (half to even), as segeval rounds the window size.
 fn round_half_even(x: f64) -> usize {
     let r = x.round();
-    let r = if (x - x.trunc()).abs() == 0.5 && (r as i64) % 2 != 0 {
-        r - x.signum()
-    } else {
-        r
-    };
+    let r = if (x - x.trunc()).abs() == 0.5 && (r as i64) % 2 != 0 { r - x.signum() } else { r };
     r.max(0.0) as usize
 }
 
 /// The window Pk and WindowDiff use: half the mean reference segment length, rounded half to
-/// even, at least 1 (segeval's convention).
+/// even, and at least 2 (segeval's `compute_window_size`).
 pub fn window_size(n: usize, reference: &[bool]) -> usize {
     let segments = reference.iter().filter(|&&b| b).count() + 1;
-    round_half_even(n as f64 / segments as f64 / 2.0).max(1)
+    let k = round_half_even(n as f64 / segments as f64 / 2.0);
+    if k > 1 {
+        k
+    } else {
+        2
+    }
 }
 
 /// Pk (Beeferman et al. 1999): the share of unit pairs `k` apart on whose being in the same
 /// segment the hypothesis and the reference disagree. 0 is perfect.
 pub fn pk(reference: &[bool], hypothesis: &[bool], k: usize) -> f64 {
-    assert_eq!(
-        reference.len(),
-        hypothesis.len(),
-        "segmentations of different lengths"
-    );
+    assert_eq!(reference.len(), hypothesis.len(), "segmentations of different lengths");
     let n = reference.len() + 1;
     if n <= k {
         return 0.0;
@@ -129,11 +107,7 @@ pub fn pk(reference: &[bool], hypothesis: &[bool], k: usize) -> f64 {
 /// WindowDiff (Pevzner and Hearst 2002): the share of windows of `k` gaps in which the
 /// hypothesis and the reference count different numbers of boundaries. 0 is perfect.
 pub fn window_diff(reference: &[bool], hypothesis: &[bool], k: usize) -> f64 {
-    assert_eq!(
-        reference.len(),
-        hypothesis.len(),
-        "segmentations of different lengths"
-    );
+    assert_eq!(reference.len(), hypothesis.len(), "segmentations of different lengths");
     let n = reference.len() + 1;
     if n <= k {
         return 0.0;
@@ -150,18 +124,8 @@ pub fn window_diff(reference: &[bool], hypothesis: &[bool], k: usize) -> f64 {
 /// a reference boundary counts as found; each reference boundary is matched at most once.
 /// Two empty segmentations agree perfectly.
 pub fn boundary_f1(reference: &[bool], hypothesis: &[bool], tolerance: usize) -> (f64, f64, f64) {
-    let refs: Vec<usize> = reference
-        .iter()
-        .enumerate()
-        .filter(|(_, &b)| b)
-        .map(|(i, _)| i)
-        .collect();
-    let hyps: Vec<usize> = hypothesis
-        .iter()
-        .enumerate()
-        .filter(|(_, &b)| b)
-        .map(|(i, _)| i)
-        .collect();
+    let refs: Vec<usize> = reference.iter().enumerate().filter(|(_, &b)| b).map(|(i, _)| i).collect();
+    let hyps: Vec<usize> = hypothesis.iter().enumerate().filter(|(_, &b)| b).map(|(i, _)| i).collect();
     if refs.is_empty() && hyps.is_empty() {
         return (1.0, 1.0, 1.0);
     }
@@ -179,21 +143,9 @@ pub fn boundary_f1(reference: &[bool], hypothesis: &[bool], tolerance: usize) ->
             matched += 1;
         }
     }
-    let p = if hyps.is_empty() {
-        0.0
-    } else {
-        matched as f64 / hyps.len() as f64
-    };
-    let r = if refs.is_empty() {
-        0.0
-    } else {
-        matched as f64 / refs.len() as f64
-    };
-    let f = if p + r == 0.0 {
-        0.0
-    } else {
-        2.0 * p * r / (p + r)
-    };
+    let p = if hyps.is_empty() { 0.0 } else { matched as f64 / hyps.len() as f64 };
+    let r = if refs.is_empty() { 0.0 } else { matched as f64 / refs.len() as f64 };
+    let f = if p + r == 0.0 { 0.0 } else { 2.0 * p * r / (p + r) };
     (p, r, f)
 }
 
@@ -207,26 +159,10 @@ pub struct Prf {
 
 impl Prf {
     fn from_counts(overlap: usize, hyp: usize, reference: usize) -> Prf {
-        let precision = if hyp == 0 {
-            0.0
-        } else {
-            overlap as f64 / hyp as f64
-        };
-        let recall = if reference == 0 {
-            0.0
-        } else {
-            overlap as f64 / reference as f64
-        };
-        let f1 = if precision + recall == 0.0 {
-            0.0
-        } else {
-            2.0 * precision * recall / (precision + recall)
-        };
-        Prf {
-            precision,
-            recall,
-            f1,
-        }
+        let precision = if hyp == 0 { 0.0 } else { overlap as f64 / hyp as f64 };
+        let recall = if reference == 0 { 0.0 } else { overlap as f64 / reference as f64 };
+        let f1 = if precision + recall == 0.0 { 0.0 } else { 2.0 * precision * recall / (precision + recall) };
+        Prf { precision, recall, f1 }
     }
 }
 
@@ -259,15 +195,8 @@ fn ngram_overlap(hyp: &[String], reference: &[String], n: usize) -> (usize, usiz
         m
     }
     let (h, r) = (grams(hyp, n), grams(reference, n));
-    let overlap = h
-        .iter()
-        .map(|(g, c)| (*c).min(r.get(g).copied().unwrap_or(0)))
-        .sum();
-    (
-        overlap,
-        hyp.len().saturating_sub(n - 1),
-        reference.len().saturating_sub(n - 1),
-    )
+    let overlap = h.iter().map(|(g, c)| (*c).min(r.get(g).copied().unwrap_or(0))).sum();
+    (overlap, hyp.len().saturating_sub(n - 1), reference.len().saturating_sub(n - 1))
 }
 
 fn lcs(a: &[String], b: &[String]) -> usize {
@@ -275,11 +204,7 @@ fn lcs(a: &[String], b: &[String]) -> usize {
     let mut cur = vec![0usize; b.len() + 1];
     for x in a {
         for (j, y) in b.iter().enumerate() {
-            cur[j + 1] = if x == y {
-                prev[j] + 1
-            } else {
-                cur[j].max(prev[j + 1])
-            };
+            cur[j + 1] = if x == y { prev[j] + 1 } else { cur[j].max(prev[j + 1]) };
         }
         std::mem::swap(&mut prev, &mut cur);
     }

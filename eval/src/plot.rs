@@ -26,75 +26,42 @@ fn err(e: impl std::fmt::Display) -> anyhow::Error {
 
 /// Token reduction (x) against evidence recall (left) and answer recall (right), one point per
 /// strategy and budget, points of a strategy joined in budget order.
-pub fn pareto(
-    path: &Path,
-    dataset: &str,
-    mode: Mode,
-    runs: &[&Run],
-    strategies: &[String],
-) -> Result<()> {
+pub fn pareto(path: &Path, dataset: &str, mode: Mode, runs: &[&Run], strategies: &[String]) -> Result<()> {
     let root = SVGBackend::new(path, (1100, 480)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let panels = root.split_evenly((1, 2));
     for (panel, (label, metric)) in panels.iter().zip([
-        (
-            "evidence recall",
-            (|r: &Run| r.evidence_recall) as fn(&Run) -> f64,
-        ),
+        ("evidence recall", (|r: &Run| r.evidence_recall) as fn(&Run) -> f64),
         ("answer recall", |r: &Run| r.answer_recall),
     ]) {
         let mut chart = ChartBuilder::on(panel)
-            .caption(
-                format!("{dataset} ({}): {label} vs token reduction", mode.as_str()),
-                ("sans-serif", 16),
-            )
+            .caption(format!("{dataset} ({}): {label} vs token reduction", mode.as_str()), ("sans-serif", 16))
             .margin(12)
             .x_label_area_size(36)
             .y_label_area_size(44)
             .build_cartesian_2d(0f64..1f64, 0f64..1.05f64)
             .map_err(err)?;
-        chart
-            .configure_mesh()
-            .x_desc("token reduction")
-            .y_desc(label)
-            .draw()
-            .map_err(err)?;
+        chart.configure_mesh().x_desc("token reduction").y_desc(label).draw().map_err(err)?;
         for (i, s) in strategies.iter().enumerate() {
             let color = COLORS[i % COLORS.len()];
-            let mut points: Vec<(f64, f64, usize)> = runs
-                .iter()
-                .filter(|r| &r.strategy == s)
-                .map(|r| (r.token_reduction, metric(r), r.budget))
-                .collect();
+            let mut points: Vec<(f64, f64, usize)> =
+                runs.iter().filter(|r| &r.strategy == s).map(|r| (r.token_reduction, metric(r), r.budget)).collect();
             points.sort_by_key(|p| p.2);
             if points.is_empty() {
                 continue;
             }
             chart
-                .draw_series(LineSeries::new(
-                    points.iter().map(|p| (p.0, p.1)),
-                    color.stroke_width(2),
-                ))
+                .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), color.stroke_width(2)))
                 .map_err(err)?
                 .label(s.as_str())
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled())
-                });
+                .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled()));
+            chart.draw_series(points.iter().map(|p| Circle::new((p.0, p.1), 4, color.filled()))).map_err(err)?;
             chart
                 .draw_series(
-                    points
-                        .iter()
-                        .map(|p| Circle::new((p.0, p.1), 4, color.filled())),
+                    points.iter().map(|p| {
+                        Text::new(format!("{}", p.2), (p.0, p.1), ("sans-serif", 11).into_font().color(&color))
+                    }),
                 )
-                .map_err(err)?;
-            chart
-                .draw_series(points.iter().map(|p| {
-                    Text::new(
-                        format!("{}", p.2),
-                        (p.0, p.1),
-                        ("sans-serif", 11).into_font().color(&color),
-                    )
-                }))
                 .map_err(err)?;
         }
         chart
@@ -120,10 +87,7 @@ pub fn categories(
     strategies: &[String],
 ) -> Result<()> {
     let runs: Vec<&&Run> = runs.iter().filter(|r| r.budget == budget).collect();
-    let mut cats: Vec<String> = runs
-        .iter()
-        .flat_map(|r| r.by_category.keys().cloned())
-        .collect();
+    let mut cats: Vec<String> = runs.iter().flat_map(|r| r.by_category.keys().cloned()).collect();
     cats.sort();
     cats.dedup();
     let root = SVGBackend::new(path, (1100, 480)).into_drawing_area();
@@ -131,10 +95,7 @@ pub fn categories(
     let n = strategies.len().max(1) as f64;
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            format!(
-                "{dataset} ({}), budget {budget}: evidence recall by category",
-                mode.as_str()
-            ),
+            format!("{dataset} ({}), budget {budget}: evidence recall by category", mode.as_str()),
             ("sans-serif", 16),
         )
         .margin(12)
@@ -169,10 +130,7 @@ pub fn categories(
             .filter_map(|(ci, c)| {
                 let v = run.by_category.get(c)?.evidence_recall;
                 let x0 = ci as f64 + 0.1 + 0.8 * si as f64 / n;
-                Some(Rectangle::new(
-                    [(x0, 0.0), (x0 + 0.8 / n, v)],
-                    color.filled(),
-                ))
+                Some(Rectangle::new([(x0, 0.0), (x0 + 0.8 / n, v)], color.filled()))
             })
             .collect();
         chart

@@ -63,12 +63,7 @@ pub struct ProbeSetConfig {
 
 impl Default for ProbeSetConfig {
     fn default() -> Self {
-        ProbeSetConfig {
-            conversations: 16,
-            topics: 9,
-            min_turns_per_topic: 36,
-            max_turns_per_topic: 56,
-        }
+        ProbeSetConfig { conversations: 16, topics: 9, min_turns_per_topic: 36, max_turns_per_topic: 56 }
     }
 }
 
@@ -84,146 +79,65 @@ const TOPICS: &[Topic] = &[
         name: "billing service redesign",
         service: "billing",
         project: "billing revamp",
-        terms: &[
-            "invoices",
-            "idempotency keys",
-            "tax rules",
-            "proration",
-            "ledger entries",
-            "refund flow",
-        ],
+        terms: &["invoices", "idempotency keys", "tax rules", "proration", "ledger entries", "refund flow"],
     },
     Topic {
         name: "payments API incident",
         service: "payments-api",
         project: "payments hardening",
-        terms: &[
-            "error budget",
-            "retry storm",
-            "circuit breaker",
-            "p99 latency",
-            "on-call rota",
-            "postmortem",
-        ],
+        terms: &["error budget", "retry storm", "circuit breaker", "p99 latency", "on-call rota", "postmortem"],
     },
     Topic {
         name: "Q3 marketing campaign",
         service: "campaign-tracker",
         project: "Q3 campaign",
-        terms: &[
-            "landing page",
-            "ad spend",
-            "conversion rate",
-            "A/B test",
-            "newsletter",
-            "attribution",
-        ],
+        terms: &["landing page", "ad spend", "conversion rate", "A/B test", "newsletter", "attribution"],
     },
     Topic {
         name: "data pipeline migration",
         service: "ingest-worker",
         project: "pipeline migration",
-        terms: &[
-            "backfill",
-            "partitioning",
-            "schema registry",
-            "late events",
-            "dead-letter queue",
-            "batch window",
-        ],
+        terms: &["backfill", "partitioning", "schema registry", "late events", "dead-letter queue", "batch window"],
     },
     Topic {
         name: "mobile app release",
         service: "mobile-gateway",
         project: "app 4.0 release",
-        terms: &[
-            "crash rate",
-            "feature flags",
-            "app store review",
-            "beta testers",
-            "push notifications",
-            "dark mode",
-        ],
+        terms: &["crash rate", "feature flags", "app store review", "beta testers", "push notifications", "dark mode"],
     },
     Topic {
         name: "security audit",
         service: "auth-service",
         project: "SOC 2 audit",
-        terms: &[
-            "access reviews",
-            "key rotation",
-            "MFA enforcement",
-            "audit log",
-            "pen test",
-            "least privilege",
-        ],
+        terms: &["access reviews", "key rotation", "MFA enforcement", "audit log", "pen test", "least privilege"],
     },
     Topic {
         name: "search relevance work",
         service: "search-api",
         project: "relevance sprint",
-        terms: &[
-            "ranking features",
-            "click logs",
-            "synonyms",
-            "query latency",
-            "index rebuild",
-            "typo tolerance",
-        ],
+        terms: &["ranking features", "click logs", "synonyms", "query latency", "index rebuild", "typo tolerance"],
     },
     Topic {
         name: "team offsite planning",
         service: "events-portal",
         project: "spring offsite",
-        terms: &[
-            "venue",
-            "agenda",
-            "travel bookings",
-            "workshops",
-            "dietary needs",
-            "team dinner",
-        ],
+        terms: &["venue", "agenda", "travel bookings", "workshops", "dietary needs", "team dinner"],
     },
     Topic {
         name: "database performance tuning",
         service: "orders-db",
         project: "database tuning",
-        terms: &[
-            "slow queries",
-            "index bloat",
-            "connection pool",
-            "vacuum",
-            "read replicas",
-            "query plans",
-        ],
+        terms: &["slow queries", "index bloat", "connection pool", "vacuum", "read replicas", "query plans"],
     },
     Topic {
         name: "customer onboarding flow",
         service: "onboarding-web",
         project: "onboarding refresh",
-        terms: &[
-            "signup funnel",
-            "welcome email",
-            "activation",
-            "tooltips",
-            "drop-off",
-            "trial length",
-        ],
+        terms: &["signup funnel", "welcome email", "activation", "tooltips", "drop-off", "trial length"],
     },
 ];
 
-const NAMES: &[&str] = &[
-    "Priya",
-    "Marco",
-    "Lena",
-    "Tomasz",
-    "Aisha",
-    "Kenji",
-    "Sofia",
-    "Dmitri",
-    "Grace",
-    "Oluwaseun",
-];
+const NAMES: &[&str] = &["Priya", "Marco", "Lena", "Tomasz", "Aisha", "Kenji", "Sofia", "Dmitri", "Grace", "Oluwaseun"];
 const MONTHS: &[&str] = &[
     "January",
     "February",
@@ -240,17 +154,8 @@ const MONTHS: &[&str] = &[
 ];
 
 /// The kinds of planted fact; each is also the probe's category.
-const KINDS: &[&str] = &[
-    "incident",
-    "budget",
-    "path",
-    "command",
-    "decision",
-    "reason",
-    "preference",
-    "date",
-    "assistant-fact",
-];
+const KINDS: &[&str] =
+    &["incident", "budget", "path", "command", "decision", "reason", "preference", "date", "assistant-fact"];
 
 /// Unique values: every planted value and distractor differs from every other in a conversation.
 struct Values<'a> {
@@ -299,10 +204,7 @@ impl Values<'_> {
     fn command(&mut self, service: &str) -> String {
         let service = service.to_string();
         self.fresh(move |r| match r.below(3) {
-            0 => format!(
-                "kubectl rollout undo deployment/{service} -n {}",
-                r.pick(&["prod", "prod-eu", "prod-us"])
-            ),
+            0 => format!("kubectl rollout undo deployment/{service} -n {}", r.pick(&["prod", "prod-eu", "prod-us"])),
             1 => format!("git revert --no-edit {:07x}", r.next_u64() & 0xfff_ffff),
             _ => format!("helm rollback {service} {}", r.range(3, 40)),
         })
@@ -396,44 +298,12 @@ const DECISIONS: &[(&str, Options)] = &[
 const PREFERENCES: &[(&str, &[&str])] = &[
     (
         "design reviews",
-        &[
-            "written proposals sent a day ahead",
-            "live whiteboard sessions",
-            "short recorded walkthroughs",
-        ],
+        &["written proposals sent a day ahead", "live whiteboard sessions", "short recorded walkthroughs"],
     ),
-    (
-        "status updates",
-        &[
-            "short bullet lists",
-            "one paragraph summaries",
-            "tables with owners and dates",
-        ],
-    ),
-    (
-        "meeting times",
-        &[
-            "mornings before 10am",
-            "Tuesday afternoons",
-            "no meetings on Fridays",
-        ],
-    ),
-    (
-        "code review comments",
-        &[
-            "inline suggestions",
-            "a single summary comment",
-            "comments grouped by severity",
-        ],
-    ),
-    (
-        "notifications",
-        &[
-            "email digests once a day",
-            "Slack direct messages",
-            "no notifications after 6pm",
-        ],
-    ),
+    ("status updates", &["short bullet lists", "one paragraph summaries", "tables with owners and dates"]),
+    ("meeting times", &["mornings before 10am", "Tuesday afternoons", "no meetings on Fridays"]),
+    ("code review comments", &["inline suggestions", "a single summary comment", "comments grouped by severity"]),
+    ("notifications", &["email digests once a day", "Slack direct messages", "no notifications after 6pm"]),
 ];
 
 fn filler_user(rng: &mut SplitMix64, topic: &Topic) -> String {
@@ -441,28 +311,12 @@ fn filler_user(rng: &mut SplitMix64, topic: &Topic) -> String {
     let b = *rng.pick(topic.terms);
     let name = *rng.pick(NAMES);
     match rng.below(6) {
-        0 => format!(
-            "Can you recap where we are on the {}? I lost track of the {a} discussion.",
-            topic.name
-        ),
-        1 => format!(
-            "{name} asked me about {a} again. What should I tell them about how it affects {b}?"
-        ),
-        2 => format!(
-            "What are the open questions for the {} before we can move on?",
-            topic.project
-        ),
-        3 => format!(
-            "I skimmed the notes on {a}. Is there anything about {b} we still need to decide?"
-        ),
-        4 => format!(
-            "Quick one: does the {} plan change if {a} slips by a week?",
-            topic.project
-        ),
-        _ => format!(
-            "Let's keep going on the {}. What would you look at next, {a} or {b}?",
-            topic.name
-        ),
+        0 => format!("Can you recap where we are on the {}? I lost track of the {a} discussion.", topic.name),
+        1 => format!("{name} asked me about {a} again. What should I tell them about how it affects {b}?"),
+        2 => format!("What are the open questions for the {} before we can move on?", topic.project),
+        3 => format!("I skimmed the notes on {a}. Is there anything about {b} we still need to decide?"),
+        4 => format!("Quick one: does the {} plan change if {a} slips by a week?", topic.project),
+        _ => format!("Let's keep going on the {}. What would you look at next, {a} or {b}?", topic.name),
     }
 }
 
@@ -506,18 +360,9 @@ fn plant(kind: &str, rng_values: &mut Values<'_>, topic: &Topic) -> Plant {
             let (v, d) = (rng_values.money(), rng_values.money());
             Plant {
                 role: Role::User,
-                text: format!(
-                    "Finance approved a budget of {v} for the {}.",
-                    topic.project
-                ),
-                probes: vec![(
-                    "budget",
-                    format!("What budget did finance approve for the {}?", topic.project),
-                    v,
-                )],
-                distractor: format!(
-                    "Another team asked for {d}, but that request is still pending."
-                ),
+                text: format!("Finance approved a budget of {v} for the {}.", topic.project),
+                probes: vec![("budget", format!("What budget did finance approve for the {}?", topic.project), v)],
+                distractor: format!("Another team asked for {d}, but that request is still pending."),
             }
         }
         "path" => {
@@ -547,27 +392,16 @@ fn plant(kind: &str, rng_values: &mut Values<'_>, topic: &Topic) -> Plant {
             let (reason, other_reason) = (reasons[idx[0]], reasons[idx[1]]);
             Plant {
                 role: Role::User,
-                text: format!(
-                    "Final choice for the {what}: we decided to go with {choice} because {reason}."
-                ),
+                text: format!("Final choice for the {what}: we decided to go with {choice} because {reason}."),
                 probes: vec![
                     (
                         "decision",
-                        format!(
-                            "Which {what} did the team decide on for the {}?",
-                            topic.project
-                        ),
+                        format!("Which {what} did the team decide on for the {}?", topic.project),
                         choice.to_string(),
                     ),
-                    (
-                        "reason",
-                        format!("Why did the team choose {choice} as the {what}?"),
-                        reason.to_string(),
-                    ),
+                    ("reason", format!("Why did the team choose {choice} as the {what}?"), reason.to_string()),
                 ],
-                distractor: format!(
-                    "We also looked at {other} for the {what}; people liked that {other_reason}."
-                ),
+                distractor: format!("We also looked at {other} for the {what}; people liked that {other_reason}."),
             }
         }
         "preference" => {
@@ -577,10 +411,7 @@ fn plant(kind: &str, rng_values: &mut Values<'_>, topic: &Topic) -> Plant {
             let name = *rng_values.rng.pick(NAMES);
             Plant {
                 role: Role::User,
-                text: format!(
-                    "By the way, for {aspect} I prefer {} from now on.",
-                    prefs[idx[0]]
-                ),
+                text: format!("By the way, for {aspect} I prefer {} from now on.", prefs[idx[0]]),
                 probes: vec![(
                     "preference",
                     format!("What does the user prefer for {aspect}?"),
@@ -594,11 +425,7 @@ fn plant(kind: &str, rng_values: &mut Values<'_>, topic: &Topic) -> Plant {
             Plant {
                 role: Role::User,
                 text: format!("The {} launch is scheduled for {v}.", topic.project),
-                probes: vec![(
-                    "date",
-                    format!("When is the {} launch scheduled?", topic.project),
-                    v,
-                )],
+                probes: vec![("date", format!("When is the {} launch scheduled?", topic.project), v)],
                 distractor: format!("The dry run was moved to {d}."),
             }
         }
@@ -617,13 +444,7 @@ fn plant(kind: &str, rng_values: &mut Values<'_>, topic: &Topic) -> Plant {
 /// Generates a probe set. The same seed and config give the same conversations.
 pub fn generate(seed: u64, config: &ProbeSetConfig) -> Vec<Conversation> {
     (0..config.conversations)
-        .map(|i| {
-            conversation(
-                seed.wrapping_mul(1_000_003).wrapping_add(i as u64),
-                i,
-                config,
-            )
-        })
+        .map(|i| conversation(seed.wrapping_mul(1_000_003).wrapping_add(i as u64), i, config))
         .collect()
 }
 
@@ -632,10 +453,7 @@ fn conversation(seed: u64, index: usize, config: &ProbeSetConfig) -> Conversatio
     let mut topic_ids: Vec<usize> = (0..TOPICS.len()).collect();
     rng.shuffle(&mut topic_ids);
     topic_ids.truncate(config.topics.min(TOPICS.len()));
-    let mut values = Values {
-        rng: &mut rng,
-        used: BTreeSet::new(),
-    };
+    let mut values = Values { rng: &mut rng, used: BTreeSet::new() };
     // Every kind once, then the rest at random, spread over the topics.
     let mut kinds: Vec<&'static str> = KINDS.iter().copied().filter(|k| *k != "reason").collect();
     let extra = kinds.len();
@@ -655,16 +473,8 @@ fn conversation(seed: u64, index: usize, config: &ProbeSetConfig) -> Conversatio
     let mut push = |turns: &mut Vec<Turn>, role: Role, text: String, clock: i64| -> String {
         turn_id += 1;
         let id = format!("t{turn_id}");
-        let speaker = if role == Role::User {
-            "jane"
-        } else {
-            "assistant"
-        };
-        turns.push(
-            Turn::new(id.clone(), role, text)
-                .with_speaker(speaker)
-                .with_timestamp(Timestamp(clock)),
-        );
+        let speaker = if role == Role::User { "jane" } else { "assistant" };
+        turns.push(Turn::new(id.clone(), role, text).with_speaker(speaker).with_timestamp(Timestamp(clock)));
         id
     };
     let per_topic = kinds.len().div_ceil(topic_ids.len());
@@ -672,15 +482,9 @@ fn conversation(seed: u64, index: usize, config: &ProbeSetConfig) -> Conversatio
     let mut distractors: Vec<String> = Vec::new();
     for &t in &topic_ids {
         let topic = &TOPICS[t];
-        let mut plants: Vec<Plant> = kind_iter
-            .by_ref()
-            .take(per_topic)
-            .map(|k| plant(k, &mut values, topic))
-            .collect();
+        let mut plants: Vec<Plant> = kind_iter.by_ref().take(per_topic).map(|k| plant(k, &mut values, topic)).collect();
         distractors.extend(plants.iter().map(|p| p.distractor.clone()));
-        let len = values
-            .rng
-            .range(config.min_turns_per_topic, config.max_turns_per_topic);
+        let len = values.rng.range(config.min_turns_per_topic, config.max_turns_per_topic);
         // Where in the section each fact is planted.
         let mut slots: Vec<usize> = (2..len).collect();
         values.rng.shuffle(&mut slots);
@@ -690,11 +494,7 @@ fn conversation(seed: u64, index: usize, config: &ProbeSetConfig) -> Conversatio
         let mut first = true;
         for k in 0..len {
             clock += 30 + values.rng.range(0, 150) as i64;
-            let role = if k % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
+            let role = if k % 2 == 0 { Role::User } else { Role::Assistant };
             let id = if let Some(pos) = slots.iter().position(|&s| s == k) {
                 let p = plants.remove(pos);
                 slots.remove(pos);
@@ -730,11 +530,7 @@ fn conversation(seed: u64, index: usize, config: &ProbeSetConfig) -> Conversatio
         .enumerate()
         .map(|(i, (at, cat, question, answer))| {
             // Half the probes are asked at the end, half some way after the fact was stated.
-            let after = if values.rng.chance(0.5) || at + 40 >= n {
-                n - 1
-            } else {
-                values.rng.range(at + 40, n - 1)
-            };
+            let after = if values.rng.chance(0.5) || at + 40 >= n { n - 1 } else { values.rng.range(at + 40, n - 1) };
             Probe {
                 id: format!("p{index}-{}", i + 1),
                 question,
@@ -748,10 +544,7 @@ fn conversation(seed: u64, index: usize, config: &ProbeSetConfig) -> Conversatio
         .collect();
     Conversation {
         id: format!("probes-{index:02}"),
-        participants: vec![Participant {
-            name: "jane".into(),
-            role: Some("team lead".into()),
-        }],
+        participants: vec![Participant { name: "jane".into(), role: Some("team lead".into()) }],
         turns,
         probes,
         boundaries,

@@ -55,42 +55,25 @@ pub struct Run {
 }
 
 /// The metrics the regression gate compares, higher is better for all of them.
-pub const GATED_METRICS: &[&str] = &[
-    "evidence_recall",
-    "evidence_recall_partial",
-    "answer_recall",
-    "answer_token_recall",
-    "token_reduction",
-];
+pub const GATED_METRICS: &[&str] =
+    &["evidence_recall", "evidence_recall_partial", "answer_recall", "answer_token_recall", "token_reduction"];
 
 impl Run {
     pub fn key(&self) -> String {
-        format!(
-            "{}/{}/{}/{}",
-            self.dataset,
-            self.strategy,
-            self.budget,
-            self.mode.as_str()
-        )
+        format!("{}/{}/{}/{}", self.dataset, self.strategy, self.budget, self.mode.as_str())
     }
 
     /// The gated metrics by name, the per-category ones as `by_category.CAT.METRIC`.
     pub fn gated(&self) -> Vec<(String, f64)> {
         let mut out = vec![
             ("evidence_recall".to_string(), self.evidence_recall),
-            (
-                "evidence_recall_partial".to_string(),
-                self.evidence_recall_partial,
-            ),
+            ("evidence_recall_partial".to_string(), self.evidence_recall_partial),
             ("answer_recall".to_string(), self.answer_recall),
             ("answer_token_recall".to_string(), self.answer_token_recall),
             ("token_reduction".to_string(), self.token_reduction),
         ];
         for (cat, s) in &self.by_category {
-            out.push((
-                format!("by_category.{cat}.evidence_recall"),
-                s.evidence_recall,
-            ));
+            out.push((format!("by_category.{cat}.evidence_recall"), s.evidence_recall));
             out.push((format!("by_category.{cat}.answer_recall"), s.answer_recall));
         }
         out
@@ -112,28 +95,11 @@ fn category_scores(records: &[&ProbeRecord]) -> CategoryScores {
     CategoryScores {
         probes: records.len(),
         evidence_probes: with_evidence.len(),
-        evidence_recall: mean(
-            with_evidence
-                .iter()
-                .map(|r| f64::from(u8::from(r.evidence_hit))),
-        ),
-        answer_recall: if abstention {
-            0.0
-        } else {
-            mean(records.iter().map(|r| f64::from(u8::from(r.answer_hit))))
-        },
-        answer_token_recall: if abstention {
-            0.0
-        } else {
-            mean(records.iter().map(|r| r.answer_token_recall))
-        },
-        adversarial_answer_rate: abstention.then(|| {
-            mean(
-                records
-                    .iter()
-                    .map(|r| f64::from(u8::from(r.adversarial_hit))),
-            )
-        }),
+        evidence_recall: mean(with_evidence.iter().map(|r| f64::from(u8::from(r.evidence_hit)))),
+        answer_recall: if abstention { 0.0 } else { mean(records.iter().map(|r| f64::from(u8::from(r.answer_hit)))) },
+        answer_token_recall: if abstention { 0.0 } else { mean(records.iter().map(|r| r.answer_token_recall)) },
+        adversarial_answer_rate: abstention
+            .then(|| mean(records.iter().map(|r| f64::from(u8::from(r.adversarial_hit))))),
     }
 }
 
@@ -141,42 +107,25 @@ fn category_scores(records: &[&ProbeRecord]) -> CategoryScores {
 /// however the work was split.
 pub fn sort_records(probes: &mut [ProbeRecord], builds: &mut [BuildRecord]) {
     probes.sort_by(|a, b| {
-        (
-            &a.dataset,
-            a.conversation_index,
-            a.probe_index,
-            &a.strategy,
-            a.budget,
-            a.mode,
-        )
-            .cmp(&(
-                &b.dataset,
-                b.conversation_index,
-                b.probe_index,
-                &b.strategy,
-                b.budget,
-                b.mode,
-            ))
+        (&a.dataset, a.conversation_index, a.probe_index, &a.strategy, a.budget, a.mode).cmp(&(
+            &b.dataset,
+            b.conversation_index,
+            b.probe_index,
+            &b.strategy,
+            b.budget,
+            b.mode,
+        ))
     });
     builds.sort_by(|a, b| {
-        (
-            &a.dataset,
-            a.conversation_index,
-            a.position,
-            &a.strategy,
-            a.budget,
-            a.mode,
-            &a.probe,
-        )
-            .cmp(&(
-                &b.dataset,
-                b.conversation_index,
-                b.position,
-                &b.strategy,
-                b.budget,
-                b.mode,
-                &b.probe,
-            ))
+        (&a.dataset, a.conversation_index, a.position, &a.strategy, a.budget, a.mode, &a.probe).cmp(&(
+            &b.dataset,
+            b.conversation_index,
+            b.position,
+            &b.strategy,
+            b.budget,
+            b.mode,
+            &b.probe,
+        ))
     });
 }
 
@@ -193,32 +142,21 @@ pub fn aggregate(
     let mut probe_groups: BTreeMap<Key, Vec<&ProbeRecord>> = BTreeMap::new();
     for r in probes {
         probe_groups
-            .entry((
-                pos(datasets, &r.dataset),
-                pos(strategies, &r.strategy),
-                r.budget,
-                r.mode,
-            ))
+            .entry((pos(datasets, &r.dataset), pos(strategies, &r.strategy), r.budget, r.mode))
             .or_default()
             .push(r);
     }
     let mut build_groups: BTreeMap<Key, Vec<&BuildRecord>> = BTreeMap::new();
     for b in builds {
         build_groups
-            .entry((
-                pos(datasets, &b.dataset),
-                pos(strategies, &b.strategy),
-                b.budget,
-                b.mode,
-            ))
+            .entry((pos(datasets, &b.dataset), pos(strategies, &b.strategy), b.budget, b.mode))
             .or_default()
             .push(b);
     }
     let mut runs = Vec::new();
     for (key, recs) in &probe_groups {
         let first = recs[0];
-        let answerable: Vec<&ProbeRecord> =
-            recs.iter().copied().filter(|r| !r.abstention).collect();
+        let answerable: Vec<&ProbeRecord> = recs.iter().copied().filter(|r| !r.abstention).collect();
         let abstaining: Vec<&ProbeRecord> = recs.iter().copied().filter(|r| r.abstention).collect();
         let all = category_scores(&answerable);
         let mut by_category: BTreeMap<String, Vec<&ProbeRecord>> = BTreeMap::new();
@@ -228,17 +166,10 @@ pub fn aggregate(
         let built = build_groups.get(key).map(Vec::as_slice).unwrap_or_default();
         let reductions: Vec<f64> = built
             .iter()
-            .map(|b| {
-                if b.history_tokens == 0 {
-                    0.0
-                } else {
-                    1.0 - b.context_tokens as f64 / b.history_tokens as f64
-                }
-            })
+            .map(|b| if b.history_tokens == 0 { 0.0 } else { 1.0 - b.context_tokens as f64 / b.history_tokens as f64 })
             .collect();
         let ms: Vec<f64> = built.iter().map(|b| b.build_ms).collect();
-        let with_evidence: Vec<&&ProbeRecord> =
-            answerable.iter().filter(|r| r.has_evidence).collect();
+        let with_evidence: Vec<&&ProbeRecord> = answerable.iter().filter(|r| r.has_evidence).collect();
         runs.push(Run {
             dataset: first.dataset.clone(),
             strategy: first.strategy.clone(),
@@ -261,10 +192,7 @@ pub fn aggregate(
             build_ms_p95: quantile(&ms, 0.95),
             summarizer_calls: built.iter().map(|b| b.summarizer_calls).sum(),
             generated_tokens: built.iter().map(|b| b.generated_tokens).sum(),
-            by_category: by_category
-                .into_iter()
-                .map(|(k, v)| (k, category_scores(&v)))
-                .collect(),
+            by_category: by_category.into_iter().map(|(k, v)| (k, category_scores(&v))).collect(),
             abstention: (!abstaining.is_empty()).then(|| category_scores(&abstaining)),
         });
     }
@@ -273,20 +201,16 @@ pub fn aggregate(
 
 /// The results as markdown tables: retention runs, then segmentation and summaries if any.
 pub fn markdown(results: &crate::Results) -> String {
-    let mut out = if results.runs.is_empty() {
-        String::new()
-    } else {
-        retention_table(&results.runs)
-    };
+    let mut out = if results.runs.is_empty() { String::new() } else { retention_table(&results.runs) };
     if !results.segmentation.is_empty() {
         if !out.is_empty() {
             out.push('\n');
         }
-        let _ = writeln!(out, "| dataset | segmenter | dialogues | Pk | WindowDiff | boundary F1 (±1) | precision | recall |");
         let _ = writeln!(
             out,
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+            "| dataset | segmenter | dialogues | Pk | WindowDiff | boundary F1 (±1) | precision | recall |"
         );
+        let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
         for r in &results.segmentation {
             let _ = writeln!(
                 out,
@@ -299,11 +223,9 @@ pub fn markdown(results: &crate::Results) -> String {
         if !out.is_empty() {
             out.push('\n');
         }
-        let _ = writeln!(out, "| dataset | summarizer | summaries | ROUGE-1 | ROUGE-2 | ROUGE-L | words | s per summary |");
-        let _ = writeln!(
-            out,
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
-        );
+        let _ =
+            writeln!(out, "| dataset | summarizer | summaries | ROUGE-1 | ROUGE-2 | ROUGE-L | words | s per summary |");
+        let _ = writeln!(out, "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |");
         for r in &results.summaries {
             let _ = writeln!(
                 out,
@@ -328,10 +250,7 @@ fn retention_table(runs: &[Run]) -> String {
         out,
         "| dataset | strategy | budget | mode | probes | evidence recall | answer recall | answer-token recall | token reduction | build ms p50 | p95 |"
     );
-    let _ = writeln!(
-        out,
-        "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-    );
+    let _ = writeln!(out, "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for r in runs {
         let _ = writeln!(
             out,

@@ -86,10 +86,7 @@ pub struct Plan<'a> {
 
 impl std::fmt::Debug for Plan<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plan")
-            .field("dataset", &self.dataset)
-            .field("budgets", &self.budgets)
-            .finish()
+        f.debug_struct("Plan").field("dataset", &self.dataset).field("budgets", &self.budgets).finish()
     }
 }
 
@@ -101,17 +98,12 @@ struct Scored {
 
 impl Scored {
     fn new(ctx: &Context) -> Scored {
-        Scored {
-            verbatim: ctx.verbatim_ids().map(str::to_string).collect(),
-            text: ScoredText::new(&ctx.render_text()),
-        }
+        Scored { verbatim: ctx.verbatim_ids().map(str::to_string).collect(), text: ScoredText::new(&ctx.render_text()) }
     }
 }
 
 fn probe_category(p: &Probe) -> String {
-    p.category
-        .clone()
-        .unwrap_or_else(|| "uncategorized".to_string())
+    p.category.clone().unwrap_or_else(|| "uncategorized".to_string())
 }
 
 /// LoCoMo's adversarial questions: the right answer is that the conversation does not say.
@@ -132,12 +124,9 @@ pub fn score_conversation(
     let mut probes_at: Vec<(usize, usize)> = Vec::new();
     for (pi, p) in conversation.probes.iter().enumerate() {
         let pos = match &p.after {
-            Some(after) => conversation.position(after).with_context(|| {
-                format!(
-                    "transcript {}: probe {}: no turn `{after}`",
-                    conversation.id, p.id
-                )
-            })?,
+            Some(after) => conversation
+                .position(after)
+                .with_context(|| format!("transcript {}: probe {}: no turn `{after}`", conversation.id, p.id))?,
             None => conversation.turns.len().saturating_sub(1),
         };
         probes_at.push((pos, pi));
@@ -149,11 +138,7 @@ pub fn score_conversation(
     let mut k = 0;
     while k < probes_at.len() {
         let pos = probes_at[k].0;
-        let group: Vec<usize> = probes_at[k..]
-            .iter()
-            .take_while(|(p, _)| *p == pos)
-            .map(|(_, pi)| *pi)
-            .collect();
+        let group: Vec<usize> = probes_at[k..].iter().take_while(|(p, _)| *p == pos).map(|(_, pi)| *pi).collect();
         k += group.len();
         while history.len() <= pos && history.len() < conversation.turns.len() {
             history.push(conversation.turns[history.len()].clone())?;
@@ -164,13 +149,7 @@ pub fn score_conversation(
                     let start = Instant::now();
                     let ctx = strategy
                         .build(&history, budget, question)
-                        .with_context(|| {
-                            format!(
-                                "transcript {}: strategy {}",
-                                conversation.id,
-                                strategy.name()
-                            )
-                        })?;
+                        .with_context(|| format!("transcript {}: strategy {}", conversation.id, strategy.name()))?;
                     Ok((ctx, start.elapsed().as_secs_f64() * 1e3))
                 };
                 let build_record = |mode: Mode, probe: &str, ctx: &Context, ms: f64| BuildRecord {
@@ -236,11 +215,7 @@ fn score(
     mode: Mode,
     scored: &Scored,
 ) -> ProbeRecord {
-    let present = probe
-        .evidence
-        .iter()
-        .filter(|e| scored.verbatim.contains(*e))
-        .count();
+    let present = probe.evidence.iter().filter(|e| scored.verbatim.contains(*e)).count();
     let has_evidence = !probe.evidence.is_empty();
     ProbeRecord {
         dataset: plan.dataset.to_string(),
@@ -255,16 +230,9 @@ fn score(
         mode,
         has_evidence,
         evidence_hit: has_evidence && present == probe.evidence.len(),
-        evidence_partial: if has_evidence {
-            present as f64 / probe.evidence.len() as f64
-        } else {
-            0.0
-        },
+        evidence_partial: if has_evidence { present as f64 / probe.evidence.len() as f64 } else { 0.0 },
         answer_hit: scored.text.contains_answer(&probe.answer),
         answer_token_recall: scored.text.answer_token_recall(&probe.answer),
-        adversarial_hit: probe
-            .adversarial_answer
-            .as_deref()
-            .is_some_and(|a| scored.text.contains_answer(a)),
+        adversarial_hit: probe.adversarial_answer.as_deref().is_some_and(|a| scored.text.contains_answer(a)),
     }
 }

@@ -1,12 +1,16 @@
 //! The segmentation suite: topic boundaries against the gold ones, by Pk, WindowDiff and
 //! boundary F1 per dialogue, averaged over dialogues as segeval does.
 //!
-//! Methods are named; the ones here need no model and serve as reference points: `none`
-//! (one segment per dialogue) and `even-N` (a boundary every N turns).
+//! Methods are named: `none` (one segment per dialogue) and `even-N` (a boundary every N
+//! turns) need no model and serve as reference points; `fixed`, `depth` and `combined` are
+//! strata-topic's detector over MiniLM embeddings.
+
+use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
-use strata_core::Conversation;
+use strata_core::{Conversation, Embedder};
+use strata_topic::{Method, TopicConfig};
 
 use crate::metrics::{boundary_bits, boundary_f1, pk, window_diff, window_size};
 
@@ -46,23 +50,62 @@ impl Segmenter for Even {
     }
 }
 
-/// The segmenter a name selects.
-pub fn by_name(name: &str) -> Result<Box<dyn Segmenter>> {
+/// strata-topic's detector with one configuration, over a shared embedder.
+pub struct Detector {
+    name: String,
+    config: TopicConfig,
+    embedder: Arc<dyn Embedder>,
+}
+
+impl std::fmt::Debug for Detector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Detector").field("name", &self.name).field("config", &self.config).finish()
+    }
+}
+
+impl Segmenter for Detector {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn boundaries(&self, c: &Conversation) -> Result<Vec<usize>> {
+        let found = strata_topic::detect(&c.turns, &*self.embedder, &self.config)?;
+        Ok(found.into_iter().map(|b| b.index).collect())
+    }
+}
+
+/// The detector configuration a segmenter name selects, if it is one: `fixed` (the seed's
+/// 0.7 rule) or `fixed-T`, `depth` or `depth-W-C` (window W, cutoff C), `combined` (the
+/// default detector: depth, cue phrases and time gaps).
+pub fn detector_config(name: &str) -> Option<TopicConfig> {
+    let parts: Vec<&str> = name.split('-').collect();
+    match parts.as_slice() {
+        ["fixed"] => Some(TopicConfig::seed_fixed()),
+        ["fixed", t] => {
+            Some(TopicConfig { method: Method::Fixed { threshold: t.parse().ok()? }, ..TopicConfig::seed_fixed() })
+        }
+        ["depth"] => Some(TopicConfig::depth_only()),
+        ["depth", w, c] => Some(TopicConfig {
+            method: Method::Depth { window: w.parse().ok()?, cutoff: c.parse().ok()? },
+            ..TopicConfig::depth_only()
+        }),
+        ["combined"] => Some(TopicConfig::default()),
+        _ => None,
+    }
+}
+
+/// The segmenter a name selects; detectors get `embedder`, loaded only when one is named.
+pub fn by_name(name: &str, embedder: &mut dyn FnMut() -> Result<Arc<dyn Embedder>>) -> Result<Box<dyn Segmenter>> {
     if name == "none" {
         return Ok(Box::new(NoBoundaries));
     }
-    if let Some(n) = name
-        .strip_prefix("even-")
-        .and_then(|n| n.parse::<usize>().ok())
-        .filter(|&n| n > 0)
-    {
-        return Ok(Box::new(Even {
-            name: name.to_string(),
-            every: n,
-        }));
+    if let Some(n) = name.strip_prefix("even-").and_then(|n| n.parse::<usize>().ok()).filter(|&n| n > 0) {
+        return Ok(Box::new(Even { name: name.to_string(), every: n }));
+    }
+    if let Some(config) = detector_config(name) {
+        return Ok(Box::new(Detector { name: name.to_string(), config, embedder: embedder()? }));
     }
     bail!(crate::BadInput(format!(
-        "unknown segmenter `{name}`: expected none or even-N"
+        "unknown segmenter `{name}`: expected none, even-N, fixed, fixed-T, depth, depth-W-C or combined"
     )))
 }
 
@@ -85,11 +128,7 @@ pub struct SegmentRecord {
 
 /// The gold boundaries of a conversation as turn indices.
 pub fn gold(c: &Conversation) -> Vec<usize> {
-    c.boundaries
-        .iter()
-        .filter_map(|id| c.position(id))
-        .filter(|&i| i > 0)
-        .collect()
+    c.boundaries.iter().filter_map(|id| c.position(id)).filter(|&i| i > 0).collect()
 }
 
 /// Scores one conversation. `require_gold` skips conversations without gold boundaries: in a
@@ -145,24 +184,15 @@ pub struct SegmentationRun {
     pub f1: f64,
 }
 
-pub fn aggregate(
-    records: &[SegmentRecord],
-    datasets: &[String],
-    methods: &[String],
-) -> Vec<SegmentationRun> {
+pub fn aggregate(records: &[SegmentRecord], datasets: &[String], methods: &[String]) -> Vec<SegmentationRun> {
     let mut runs = Vec::new();
     for d in datasets {
         for m in methods {
-            let rs: Vec<&SegmentRecord> = records
-                .iter()
-                .filter(|r| &r.dataset == d && &r.method == m)
-                .collect();
+            let rs: Vec<&SegmentRecord> = records.iter().filter(|r| &r.dataset == d && &r.method == m).collect();
             if rs.is_empty() {
                 continue;
             }
-            let mean = |f: fn(&SegmentRecord) -> f64| {
-                rs.iter().map(|r| f(r)).sum::<f64>() / rs.len() as f64
-            };
+            let mean = |f: fn(&SegmentRecord) -> f64| rs.iter().map(|r| f(r)).sum::<f64>() / rs.len() as f64;
             runs.push(SegmentationRun {
                 dataset: d.clone(),
                 method: m.clone(),

@@ -33,32 +33,17 @@ impl Summarizer for Lead {
         Ok(c.turns
             .iter()
             .take(self.n)
-            .map(|t| {
-                format!(
-                    "{}: {}",
-                    t.speaker.as_deref().unwrap_or(t.role.as_str()),
-                    t.content
-                )
-            })
+            .map(|t| format!("{}: {}", t.speaker.as_deref().unwrap_or(t.role.as_str()), t.content))
             .collect::<Vec<_>>()
             .join("\n"))
     }
 }
 
 pub fn by_name(name: &str) -> Result<Box<dyn Summarizer>> {
-    if let Some(n) = name
-        .strip_prefix("lead-")
-        .and_then(|n| n.parse::<usize>().ok())
-        .filter(|&n| n > 0)
-    {
-        return Ok(Box::new(Lead {
-            name: name.to_string(),
-            n,
-        }));
+    if let Some(n) = name.strip_prefix("lead-").and_then(|n| n.parse::<usize>().ok()).filter(|&n| n > 0) {
+        return Ok(Box::new(Lead { name: name.to_string(), n }));
     }
-    bail!(crate::BadInput(format!(
-        "unknown summarizer `{name}`: expected lead-N"
-    )))
+    bail!(crate::BadInput(format!("unknown summarizer `{name}`: expected lead-N")))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -117,24 +102,15 @@ pub struct SummaryRun {
     pub seconds_per_summary: f64,
 }
 
-pub fn aggregate(
-    records: &[SummaryRecord],
-    datasets: &[String],
-    methods: &[String],
-) -> Vec<SummaryRun> {
+pub fn aggregate(records: &[SummaryRecord], datasets: &[String], methods: &[String]) -> Vec<SummaryRun> {
     let mut runs = Vec::new();
     for d in datasets {
         for m in methods {
-            let rs: Vec<&SummaryRecord> = records
-                .iter()
-                .filter(|r| &r.dataset == d && &r.method == m)
-                .collect();
+            let rs: Vec<&SummaryRecord> = records.iter().filter(|r| &r.dataset == d && &r.method == m).collect();
             if rs.is_empty() {
                 continue;
             }
-            let mean = |f: fn(&SummaryRecord) -> f64| {
-                rs.iter().map(|r| f(r)).sum::<f64>() / rs.len() as f64
-            };
+            let mean = |f: fn(&SummaryRecord) -> f64| rs.iter().map(|r| f(r)).sum::<f64>() / rs.len() as f64;
             runs.push(SummaryRun {
                 dataset: d.clone(),
                 method: m.clone(),

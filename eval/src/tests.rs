@@ -14,29 +14,14 @@ fn answers_are_normalised_as_squad_does() {
     assert_eq!(normalize("don't STOP"), "dont stop");
     assert_eq!(normalize("€12,500"), "€12500");
     assert_eq!(normalize("  "), "");
-    let ctx =
-        ScoredText::new("Finance approved a budget of €12,500 for the Q3 campaign. The cat sat.");
+    let ctx = ScoredText::new("Finance approved a budget of €12,500 for the Q3 campaign. The cat sat.");
     assert!(ctx.contains_answer("€12,500"));
     assert!(ctx.contains_answer("the Q3 Campaign"));
-    assert!(
-        !ctx.contains_answer("€12,50"),
-        "containment is on word boundaries"
-    );
+    assert!(!ctx.contains_answer("€12,50"), "containment is on word boundaries");
     assert!(!ctx.contains_answer("ca"));
-    assert!(
-        !ctx.contains_answer("the"),
-        "an answer that normalises to nothing is never found"
-    );
-    assert_eq!(
-        ctx.answer_token_recall("budget for dogs"),
-        0.5,
-        "`for` is a stopword: budget found, dogs not"
-    );
-    assert_eq!(
-        ctx.answer_token_recall("of the"),
-        1.0,
-        "an answer of stopwords only is scored on its words"
-    );
+    assert!(!ctx.contains_answer("the"), "an answer that normalises to nothing is never found");
+    assert_eq!(ctx.answer_token_recall("budget for dogs"), 0.5, "`for` is a stopword: budget found, dogs not");
+    assert_eq!(ctx.answer_token_recall("of the"), 1.0, "an answer of stopwords only is scored on its words");
 }
 
 #[test]
@@ -61,7 +46,9 @@ fn pk_and_windowdiff_on_textbook_cases() {
     let all = boundary_bits(6, &[1, 2, 3, 4, 5]);
     assert_eq!(window_diff(&reference, &all, k), 1.0);
     assert_eq!(pk(&reference, &all, k), 0.5);
-    // Rounding follows Python: 2.5 rounds to 2, 3.5 to 4.
+    // Rounding follows Python: 2.5 rounds to 2, 3.5 to 4; below 2 it is 2, as in segeval.
+    assert_eq!(window_size(4, &boundary_bits(4, &[2])), 2);
+    assert_eq!(window_size(2, &boundary_bits(2, &[1])), 2);
     assert_eq!(window_size(10, &boundary_bits(10, &[5])), 2);
     assert_eq!(window_size(14, &boundary_bits(14, &[7])), 4);
 }
@@ -74,14 +61,8 @@ fn boundary_f1_allows_one_unit_of_slack() {
     // Two hypotheses near one reference boundary: only one may match it.
     let (p, r, _) = boundary_f1(&reference, &boundary_bits(20, &[4, 5]), 1);
     assert_eq!((p, r), (0.5, 0.5));
-    assert_eq!(
-        boundary_f1(&boundary_bits(5, &[]), &boundary_bits(5, &[]), 1),
-        (1.0, 1.0, 1.0)
-    );
-    assert_eq!(
-        boundary_f1(&reference, &boundary_bits(20, &[]), 1),
-        (0.0, 0.0, 0.0)
-    );
+    assert_eq!(boundary_f1(&boundary_bits(5, &[]), &boundary_bits(5, &[]), 1), (1.0, 1.0, 1.0));
+    assert_eq!(boundary_f1(&reference, &boundary_bits(20, &[]), 1), (0.0, 0.0, 0.0));
 }
 
 #[test]
@@ -95,22 +76,15 @@ fn rouge_matches_google_rouge_score() {
         #[serde(rename = "rougeL")]
         rouge_l: [f64; 3],
     }
-    let cases: Vec<Case> =
-        serde_json::from_str(include_str!("../tests/fixtures/rouge.json")).unwrap();
+    let cases: Vec<Case> = serde_json::from_str(include_str!("../tests/fixtures/rouge.json")).unwrap();
     assert!(cases.len() >= 6);
     for c in cases {
         let s = rouge(&c.hypothesis, &c.reference);
-        for (got, want, name) in [
-            (s.rouge1, c.rouge1, "rouge1"),
-            (s.rouge2, c.rouge2, "rouge2"),
-            (s.rouge_l, c.rouge_l, "rougeL"),
-        ] {
+        for (got, want, name) in
+            [(s.rouge1, c.rouge1, "rouge1"), (s.rouge2, c.rouge2, "rouge2"), (s.rouge_l, c.rouge_l, "rougeL")]
+        {
             for (g, w) in [got.precision, got.recall, got.f1].into_iter().zip(want) {
-                assert!(
-                    (g - w).abs() < 1e-6,
-                    "{name} of {:?}: {g} != {w}",
-                    c.hypothesis
-                );
+                assert!((g - w).abs() < 1e-6, "{name} of {:?}: {g} != {w}", c.hypothesis);
             }
         }
     }
@@ -128,20 +102,17 @@ fn quantiles_interpolate_like_numpy() {
 
 #[test]
 fn probe_sets_are_deterministic_and_well_formed() {
-    let config = ProbeSetConfig {
-        conversations: 3,
-        ..ProbeSetConfig::default()
-    };
+    let config = ProbeSetConfig { conversations: 3, ..ProbeSetConfig::default() };
     let a = generate(11, &config);
     assert_eq!(a, generate(11, &config));
     assert_ne!(a, generate(12, &config));
     well_formed(&a);
-    let cats: std::collections::BTreeSet<_> = a
-        .iter()
-        .flat_map(|c| c.probes.iter().filter_map(|p| p.category.clone()))
-        .collect();
-    expect![[r#"{"assistant-fact", "budget", "command", "date", "decision", "incident", "path", "preference", "reason"}"#]]
-        .assert_eq(&format!("{cats:?}"));
+    let cats: std::collections::BTreeSet<_> =
+        a.iter().flat_map(|c| c.probes.iter().filter_map(|p| p.category.clone())).collect();
+    expect![[
+        r#"{"assistant-fact", "budget", "command", "date", "decision", "incident", "path", "preference", "reason"}"#
+    ]]
+    .assert_eq(&format!("{cats:?}"));
 }
 
 fn well_formed(conversations: &[strata_core::Conversation]) {
@@ -151,11 +122,7 @@ fn well_formed(conversations: &[strata_core::Conversation]) {
         for p in &c.probes {
             let at = c.position(&p.evidence[0]).unwrap();
             let text = &c.turns[at].content;
-            assert!(
-                text.contains(&p.answer),
-                "the evidence turn states the answer: {text} / {}",
-                p.answer
-            );
+            assert!(text.contains(&p.answer), "the evidence turn states the answer: {text} / {}", p.answer);
             // The answer appears nowhere else: distractors carry other values.
             let elsewhere = c
                 .turns
@@ -163,11 +130,7 @@ fn well_formed(conversations: &[strata_core::Conversation]) {
                 .enumerate()
                 .filter(|(i, t)| *i != at && ScoredText::new(&t.content).contains_answer(&p.answer))
                 .count();
-            assert_eq!(
-                elsewhere, 0,
-                "{} appears outside its evidence turn",
-                p.answer
-            );
+            assert_eq!(elsewhere, 0, "{} appears outside its evidence turn", p.answer);
             assert!(c.position(p.after.as_deref().unwrap()).unwrap() >= at);
         }
     }
@@ -178,12 +141,6 @@ fn the_committed_probe_set_is_what_seed_7_generates() {
     let committed = include_str!("../../datasets/probes/probes.jsonl");
     let conversations = generate(7, &ProbeSetConfig::default());
     well_formed(&conversations);
-    let generated: String = conversations
-        .iter()
-        .map(|c| strata_transcript::to_json(c) + "\n")
-        .collect();
-    assert!(
-        committed == generated,
-        "datasets/probes/probes.jsonl is stale: run `cargo xtask gen-probes --seed 7`"
-    );
+    let generated: String = conversations.iter().map(|c| strata_transcript::to_json(c) + "\n").collect();
+    assert!(committed == generated, "datasets/probes/probes.jsonl is stale: run `cargo xtask gen-probes --seed 7`");
 }

@@ -23,26 +23,12 @@ pub(crate) fn manifest(root: &Path) -> Result<Vec<Entry>> {
     let file = root.join("datasets/MANIFEST.tsv");
     let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
     let mut out = Vec::new();
-    for (i, line) in text
-        .lines()
-        .enumerate()
-        .skip(1)
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
+    for (i, line) in text.lines().enumerate().skip(1).filter(|(_, l)| !l.trim().is_empty()) {
         let cols: Vec<&str> = line.split('\t').collect();
         let [path, repo, commit, _licence, _bytes, sha256] = cols[..] else {
-            bail!(
-                "{}:{}: expected 6 tab-separated columns",
-                file.display(),
-                i + 1
-            );
+            bail!("{}:{}: expected 6 tab-separated columns", file.display(), i + 1);
         };
-        out.push(Entry {
-            path: path.into(),
-            repo: repo.into(),
-            commit: commit.into(),
-            sha256: sha256.into(),
-        });
+        out.push(Entry { path: path.into(), repo: repo.into(), commit: commit.into(), sha256: sha256.into() });
     }
     Ok(out)
 }
@@ -65,26 +51,16 @@ pub(crate) fn source_path(path: &str) -> Option<String> {
 }
 
 fn url(e: &Entry) -> Option<String> {
-    Some(format!(
-        "https://github.com/{}/raw/{}/{}",
-        e.repo,
-        e.commit,
-        source_path(&e.path)?
-    ))
+    Some(format!("https://github.com/{}/raw/{}/{}", e.repo, e.commit, source_path(&e.path)?))
 }
 
 fn sha256_of(path: &Path) -> Result<String> {
     let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
-    Ok(Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect())
 }
 
 pub(crate) fn data_dir(root: &Path) -> PathBuf {
-    std::env::var_os("STRATA_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("../shared/datasets"))
+    std::env::var_os("STRATA_DATA").map(PathBuf::from).unwrap_or_else(|| root.join("../shared/datasets"))
 }
 
 /// Verifies every file, downloading the missing or wrong ones unless `check_only`.
@@ -115,13 +91,7 @@ pub(crate) fn fetch(root: &Path, check_only: bool) -> Result<()> {
         }
         let tmp = target.with_extension("download");
         let status = std::process::Command::new("curl")
-            .args([
-                "--fail",
-                "--location",
-                "--silent",
-                "--show-error",
-                "--output",
-            ])
+            .args(["--fail", "--location", "--silent", "--show-error", "--output"])
             .arg(&tmp)
             .arg(&url)
             .status()
@@ -134,10 +104,7 @@ pub(crate) fn fetch(root: &Path, check_only: bool) -> Result<()> {
         let got = sha256_of(&tmp)?;
         if got != e.sha256 {
             let _ = std::fs::remove_file(&tmp);
-            problems.push(format!(
-                "{}: {url} has sha256 {got}, MANIFEST.tsv says {}",
-                e.path, e.sha256
-            ));
+            problems.push(format!("{}: {url} has sha256 {got}, MANIFEST.tsv says {}", e.path, e.sha256));
             continue;
         }
         std::fs::rename(&tmp, &target)?;
@@ -147,18 +114,9 @@ pub(crate) fn fetch(root: &Path, check_only: bool) -> Result<()> {
         for p in &problems {
             eprintln!("fetch-datasets: {p}");
         }
-        bail!(
-            "{} of {} dataset files are missing or wrong under {}",
-            problems.len(),
-            entries.len(),
-            dir.display()
-        );
+        bail!("{} of {} dataset files are missing or wrong under {}", problems.len(), entries.len(), dir.display());
     }
-    println!(
-        "fetch-datasets: {} files verified under {} ({fetched} downloaded)",
-        entries.len(),
-        dir.display()
-    );
+    println!("fetch-datasets: {} files verified under {} ({fetched} downloaded)", entries.len(), dir.display());
     Ok(())
 }
 
@@ -173,22 +131,10 @@ mod tests {
         for e in &entries {
             assert!(url(e).is_some(), "{}", e.path);
         }
-        let locomo = entries
-            .iter()
-            .find(|e| e.path == "locomo/locomo10.json")
-            .unwrap();
-        assert_eq!(
-            url(locomo).unwrap(),
-            "https://github.com/snap-research/LoCoMo/raw/3eb6f2c585f5/data/locomo10.json"
-        );
-        assert_eq!(
-            source_path("qmsum/test/Bed003.json").unwrap(),
-            "data/ALL/test/Bed003.json"
-        );
-        assert_eq!(
-            source_path("tiage/test/anno_test.json").unwrap(),
-            "data/personachat/anno/test/anno_test.json"
-        );
+        let locomo = entries.iter().find(|e| e.path == "locomo/locomo10.json").unwrap();
+        assert_eq!(url(locomo).unwrap(), "https://github.com/snap-research/LoCoMo/raw/3eb6f2c585f5/data/locomo10.json");
+        assert_eq!(source_path("qmsum/test/Bed003.json").unwrap(), "data/ALL/test/Bed003.json");
+        assert_eq!(source_path("tiage/test/anno_test.json").unwrap(), "data/personachat/anno/test/anno_test.json");
     }
 
     #[test]

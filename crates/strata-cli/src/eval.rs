@@ -72,8 +72,11 @@ struct RunArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Segmenters for datasets with gold topic boundaries, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "none,even-10")]
+    #[arg(long, value_delimiter = ',', default_value = "none,even-10,fixed,depth,combined")]
     segmenter: Vec<String>,
+    /// Where model weights are [default: $STRATA_MODELS, else models/ in the repository].
+    #[arg(long, value_name = "DIR")]
+    models_dir: Option<PathBuf>,
     /// Summarizers for datasets with reference summaries, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "lead-3")]
     summarizer: Vec<String>,
@@ -118,25 +121,18 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 None => StrategiesConfig::default(),
                 Some(path) => {
                     let file = path.display().to_string();
-                    let text = std::fs::read_to_string(path)
-                        .map_err(|e| BadInput(format!("{file}: {e}")))?;
+                    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
                     StrategiesConfig::parse(&file, &text)?
                 }
             };
             let config = EvalConfig {
                 datasets: if a.dataset.is_empty() {
-                    strata_eval::suite::DEFAULT_SUITE
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect()
+                    strata_eval::suite::DEFAULT_SUITE.iter().map(|s| s.to_string()).collect()
                 } else {
                     a.dataset
                 },
                 strategies: if a.strategy.is_empty() {
-                    strata_strategies::NAMES
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect()
+                    strata_strategies::NAMES.iter().map(|s| s.to_string()).collect()
                 } else {
                     a.strategy
                 },
@@ -150,10 +146,14 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 out: a.out,
                 shard: a.shard.as_deref().map(Shard::parse).transpose()?,
                 data_dir: data_dir(a.data_dir, &root),
-                repo_root: root,
                 strategy_config,
                 segmenters: a.segmenter,
+                models_dir: a
+                    .models_dir
+                    .or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from))
+                    .unwrap_or_else(|| root.join("models")),
                 summarizers: a.summarizer,
+                repo_root: root,
                 progress: !a.quiet,
             };
             (strata_eval::run(&config)?, a.gate)
@@ -166,21 +166,14 @@ fn report(outcome: Outcome, gate: &Gate) -> Result<String> {
     let mut out = outcome.markdown;
     let warnings = &outcome.results.warnings;
     if !warnings.is_empty() {
-        out.push_str(&format!(
-            "\n{} dataset warnings (skipped and counted; listed in results.json)\n",
-            warnings.len()
-        ));
+        out.push_str(&format!("\n{} dataset warnings (skipped and counted; listed in results.json)\n", warnings.len()));
     }
     let Some(baseline) = &gate.baseline else {
         return Ok(out);
     };
     let regressions = strata_eval::check_baseline(&outcome.results, baseline, gate.tolerance)?;
     if regressions.is_empty() {
-        out.push_str(&format!(
-            "\ngate: no metric fell below {} by more than {}\n",
-            baseline.display(),
-            gate.tolerance
-        ));
+        out.push_str(&format!("\ngate: no metric fell below {} by more than {}\n", baseline.display(), gate.tolerance));
         return Ok(out);
     }
     // The table still goes to stdout: a failed gate is a result, not a crash.
@@ -189,12 +182,7 @@ fn report(outcome: Outcome, gate: &Gate) -> Result<String> {
         print!("{out}");
     }
     let list: Vec<String> = regressions.iter().map(|r| format!("  {r}")).collect();
-    bail!(GateFailed(format!(
-        "{} regressions against {}:\n{}",
-        regressions.len(),
-        baseline.display(),
-        list.join("\n")
-    )))
+    bail!(GateFailed(format!("{} regressions against {}:\n{}", regressions.len(), baseline.display(), list.join("\n"))))
 }
 
 /// The gate found a regression: exit status 1.

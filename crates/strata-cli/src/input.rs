@@ -33,11 +33,10 @@ pub(crate) struct Loaded {
 pub(crate) fn load(input: &Input) -> Result<Loaded> {
     let format = match &input.input_format {
         None => None,
-        Some(f) => Some(InputFormat::parse(f).ok_or_else(|| {
-            BadInput(format!(
-                "unknown input format `{f}`: expected strata, messages or locomo"
-            ))
-        })?),
+        Some(f) => Some(
+            InputFormat::parse(f)
+                .ok_or_else(|| BadInput(format!("unknown input format `{f}`: expected strata, messages or locomo")))?,
+        ),
     };
     let counter = strata_tokens::from_spec(&input.tokenizer)?;
     let loaded = strata_transcript::load_path(&input.file, format)?;
@@ -45,26 +44,14 @@ pub(crate) fn load(input: &Input) -> Result<Loaded> {
     if let Some(id) = &input.conversation {
         conversations.retain(|c| &c.id == id);
         if conversations.is_empty() {
-            return Err(BadInput(format!(
-                "{}: no conversation with id `{id}`",
-                input.file.display()
-            ))
-            .into());
+            return Err(BadInput(format!("{}: no conversation with id `{id}`", input.file.display())).into());
         }
     }
     // Keep the warnings about the conversations chosen; they name their transcript.
     let warnings = loaded
         .warnings
         .into_iter()
-        .filter(|w| {
-            conversations
-                .iter()
-                .any(|c| w.contains(&format!(" transcript {}: ", c.id)))
-        })
+        .filter(|w| conversations.iter().any(|c| w.contains(&format!(" transcript {}: ", c.id))))
         .collect();
-    Ok(Loaded {
-        conversations,
-        warnings,
-        counter,
-    })
+    Ok(Loaded { conversations, warnings, counter })
 }

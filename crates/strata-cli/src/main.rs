@@ -7,6 +7,7 @@
 mod compress;
 mod eval;
 mod input;
+mod segment;
 mod tokens;
 
 use std::io::Write;
@@ -30,6 +31,8 @@ enum Command {
     Tokens(tokens::Args),
     /// Score strategies' retention and token reduction on benchmark transcripts.
     Eval(eval::Args),
+    /// Split a transcript into topic segments, with the cause of each boundary.
+    Segment(segment::Args),
 }
 
 /// An error caused by what the user gave us; exits with status 2.
@@ -66,14 +69,13 @@ fn main() -> ExitCode {
         Command::Compress(args) => compress::run(args),
         Command::Tokens(args) => tokens::run(args),
         Command::Eval(args) => eval::run(args),
+        Command::Segment(args) => segment::run(args),
     };
     match result {
         Ok(out) => {
             let mut stdout = std::io::stdout().lock();
             // A closed pipe (`strata ... | head`) is not an error worth reporting.
-            let _ = stdout
-                .write_all(out.as_bytes())
-                .and_then(|()| stdout.flush());
+            let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
             ExitCode::SUCCESS
         }
         Err(e) => {

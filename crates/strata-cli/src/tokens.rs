@@ -27,13 +27,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
             writeln!(out, "# {}", c.id)?;
             writeln!(out, "{:<16} {:<9} {:>8}", "turn", "role", "tokens")?;
             for (i, t) in history.turns().iter().enumerate() {
-                writeln!(
-                    out,
-                    "{:<16} {:<9} {:>8}",
-                    t.id,
-                    t.role.as_str(),
-                    history.tokens(i)
-                )?;
+                writeln!(out, "{:<16} {:<9} {:>8}", t.id, t.role.as_str(), history.tokens(i))?;
             }
         }
         let total = history.full_context_tokens();
@@ -51,11 +45,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         turns += history.len();
     }
     if loaded.conversations.len() > 1 {
-        writeln!(
-            out,
-            "total: {} conversations, {turns} turns, {grand} tokens",
-            loaded.conversations.len()
-        )?;
+        writeln!(out, "total: {} conversations, {turns} turns, {grand} tokens", loaded.conversations.len())?;
     }
     Ok(out)
 }

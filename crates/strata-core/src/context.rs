@@ -59,11 +59,7 @@ impl Block {
             role: turn.role,
             name: turn.speaker.as_deref().and_then(message_name),
             content: turn.content.clone(),
-            tool_call_id: if turn.role == Role::Tool {
-                turn.tool_call_id.clone()
-            } else {
-                None
-            },
+            tool_call_id: if turn.role == Role::Tool { turn.tool_call_id.clone() } else { None },
             tool_calls: turn.tool_calls.clone(),
             source_ids: vec![turn.id.clone()],
             tokens,
@@ -79,16 +75,7 @@ impl Block {
         counter: &dyn TokenCounter,
     ) -> Block {
         let tokens = counter.count_message(role, None, &content, None, &[]);
-        Block {
-            kind,
-            role,
-            name: None,
-            content,
-            tool_call_id: None,
-            tool_calls: Vec::new(),
-            source_ids,
-            tokens,
-        }
+        Block { kind, role, name: None, content, tool_call_id: None, tool_calls: Vec::new(), source_ids, tokens }
     }
 }
 
@@ -138,12 +125,7 @@ impl Context {
     pub fn verbatim_ids(&self) -> impl Iterator<Item = &str> {
         self.blocks
             .iter()
-            .filter(|b| {
-                matches!(
-                    b.kind,
-                    BlockKind::PinnedSystem | BlockKind::VerbatimTurn | BlockKind::RecalledTurn
-                )
-            })
+            .filter(|b| matches!(b.kind, BlockKind::PinnedSystem | BlockKind::VerbatimTurn | BlockKind::RecalledTurn))
             .flat_map(|b| b.source_ids.iter().map(String::as_str))
     }
 
@@ -176,10 +158,7 @@ impl Context {
             out.push_str(": ");
             out.push_str(&b.content);
             for call in &b.tool_calls {
-                out.push_str(&format!(
-                    "\n[tool call {} {}({})]",
-                    call.id, call.name, call.arguments
-                ));
+                out.push_str(&format!("\n[tool call {} {}({})]", call.id, call.name, call.arguments));
             }
         }
         out

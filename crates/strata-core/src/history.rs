@@ -98,21 +98,12 @@ impl History {
     /// Appends a turn, checking the same rules as [`Conversation::validate`]: a unique id,
     /// a timestamp no earlier than the last one, a tool result that answers a known call.
     pub fn push(&mut self, turn: Turn) -> Result<(), HistoryError> {
-        let err = |source| HistoryError {
-            conversation: self.conversation_id.clone(),
-            source,
-        };
+        let err = |source| HistoryError { conversation: self.conversation_id.clone(), source };
         if turn.id.is_empty() {
-            return Err(err(ConversationError::EmptyTurnId {
-                id: turn.id.clone(),
-                index: self.turns.len(),
-            }));
+            return Err(err(ConversationError::EmptyTurnId { id: turn.id.clone(), index: self.turns.len() }));
         }
         if let Some(&first) = self.by_id.get(&turn.id) {
-            return Err(err(ConversationError::DuplicateTurnId {
-                id: turn.id.clone(),
-                first,
-            }));
+            return Err(err(ConversationError::DuplicateTurnId { id: turn.id.clone(), first }));
         }
         if turn.content.len() > Conversation::MAX_TURN_BYTES {
             return Err(err(ConversationError::TurnTooLarge {
@@ -136,19 +127,15 @@ impl History {
         let index = self.turns.len();
         let owner = match (turn.role, &turn.tool_call_id) {
             (Role::Tool, Some(call)) => {
-                let owner = self.call_owner.get(call).copied().or_else(|| {
-                    self.by_id
-                        .get(call)
-                        .copied()
-                        .filter(|&i| self.turns[i].role == Role::Assistant)
-                });
+                let owner = self
+                    .call_owner
+                    .get(call)
+                    .copied()
+                    .or_else(|| self.by_id.get(call).copied().filter(|&i| self.turns[i].role == Role::Assistant));
                 match owner {
                     Some(owner) => Some(owner),
                     None => {
-                        return Err(err(ConversationError::UnknownToolCall {
-                            id: turn.id.clone(),
-                            call: call.clone(),
-                        }))
+                        return Err(err(ConversationError::UnknownToolCall { id: turn.id.clone(), call: call.clone() }))
                     }
                 }
             }
@@ -164,10 +151,7 @@ impl History {
             }
             None => {
                 self.unit_of.push(self.units.len());
-                self.units.push(Unit {
-                    turns: vec![index],
-                    tokens,
-                });
+                self.units.push(Unit { turns: vec![index], tokens });
             }
         }
         if turn.role == Role::Assistant {
@@ -200,11 +184,7 @@ impl History {
             self.units[unit].turns.pop();
             self.units[unit].tokens -= tokens;
             if self.units[unit].turns.is_empty() {
-                debug_assert_eq!(
-                    unit,
-                    self.units.len() - 1,
-                    "a unit starts at its first turn"
-                );
+                debug_assert_eq!(unit, self.units.len() - 1, "a unit starts at its first turn");
                 self.units.pop();
             }
             if turn.role == Role::Assistant {
@@ -224,10 +204,7 @@ impl History {
     fn last_timestamp(&self) -> Option<(&str, crate::Timestamp)> {
         // Walks back over turns without timestamps; transcripts either carry timestamps on
         // every turn or on none, so this is O(1) in practice.
-        self.turns
-            .iter()
-            .rev()
-            .find_map(|t| t.timestamp.map(|ts| (t.id.as_str(), ts)))
+        self.turns.iter().rev().find_map(|t| t.timestamp.map(|ts| (t.id.as_str(), ts)))
     }
 
     pub fn conversation_id(&self) -> &str {

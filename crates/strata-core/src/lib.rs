@@ -15,12 +15,12 @@ mod turn;
 pub use context::{Block, BlockKind, Context, Message};
 pub use history::{History, HistoryError, Unit};
 pub use seams::{
-    ChatFormat, ChatMessage, EmbedError, Embedder, GenerateError, GenerateRequest, Generation,
-    Generator, Hit, RecallQuery, Store, StoreError, Strategy, StrategyError, TokenCounter,
+    ChatFormat, ChatMessage, EmbedError, Embedder, GenerateError, GenerateRequest, Generation, Generator, Hit,
+    RecallQuery, Store, StoreError, Strategy, StrategyError, TokenCounter,
 };
 pub use turn::{
-    message_name, Conversation, ConversationError, Participant, Probe, Role, Segment, Summary,
-    SummaryLevel, Tier, Timestamp, ToolCall, Turn,
+    message_name, Conversation, ConversationError, Participant, Probe, Role, Segment, Summary, SummaryLevel, Tier,
+    Timestamp, ToolCall, Turn,
 };
 
 #[cfg(test)]

@@ -23,11 +23,7 @@ pub struct ChatFormat {
 }
 
 impl ChatFormat {
-    pub const OPENAI: ChatFormat = ChatFormat {
-        per_message: 3,
-        per_name: 1,
-        reply_priming: 3,
-    };
+    pub const OPENAI: ChatFormat = ChatFormat { per_message: 3, per_name: 1, reply_priming: 3 };
 }
 
 /// Counts tokens exactly as one tokenizer would.
@@ -72,18 +68,8 @@ pub trait TokenCounter: Send + Sync {
     /// Tokens a turn costs when sent verbatim as one message.
     fn count_turn(&self, turn: &Turn) -> usize {
         let name = turn.speaker.as_deref().and_then(crate::message_name);
-        let tool_call_id = if turn.role == Role::Tool {
-            turn.tool_call_id.as_deref()
-        } else {
-            None
-        };
-        self.count_message(
-            turn.role,
-            name.as_deref(),
-            &turn.content,
-            tool_call_id,
-            &turn.tool_calls,
-        )
+        let tool_call_id = if turn.role == Role::Tool { turn.tool_call_id.as_deref() } else { None };
+        self.count_message(turn.role, name.as_deref(), &turn.content, tool_call_id, &turn.tool_calls)
     }
 }
 
@@ -197,12 +183,7 @@ pub trait Strategy: Send + Sync {
 
     /// Builds the context for the history as it stands. `question` is the question about to
     /// be asked, for strategies that can use it (question-aware mode); others ignore it.
-    fn build(
-        &self,
-        history: &History,
-        budget: usize,
-        question: Option<&str>,
-    ) -> Result<Context, StrategyError>;
+    fn build(&self, history: &History, budget: usize, question: Option<&str>) -> Result<Context, StrategyError>;
 }
 
 #[derive(Debug, thiserror::Error)]

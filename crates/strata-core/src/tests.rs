@@ -41,16 +41,8 @@ fn counts_are_cached_per_turn_with_framing() {
 fn tool_results_join_the_unit_of_their_call() {
     let mut call = Turn::new("a1", Role::Assistant, "");
     call.tool_calls = vec![
-        ToolCall {
-            id: "call_1".into(),
-            name: "ls".into(),
-            arguments: "{}".into(),
-        },
-        ToolCall {
-            id: "call_2".into(),
-            name: "cat".into(),
-            arguments: "{}".into(),
-        },
+        ToolCall { id: "call_1".into(), name: "ls".into(), arguments: "{}".into() },
+        ToolCall { id: "call_2".into(), name: "cat".into(), arguments: "{}".into() },
     ];
     let h = history(&[
         Turn::new("u1", Role::User, "list files"),
@@ -74,18 +66,11 @@ fn bad_histories_name_the_turn() {
         let err = history(&turns).unwrap_err();
         expect.assert_eq(&err.to_string());
         // Whole-conversation validation agrees with the incremental checks.
-        let conv = Conversation {
-            id: "c1".into(),
-            turns,
-            ..Default::default()
-        };
+        let conv = Conversation { id: "c1".into(), turns, ..Default::default() };
         assert_eq!(conv.validate(true).unwrap_err(), err.source);
     };
     check(
-        vec![
-            Turn::new("a", Role::User, "x"),
-            Turn::new("a", Role::User, "y"),
-        ],
+        vec![Turn::new("a", Role::User, "x"), Turn::new("a", Role::User, "y")],
         expect!["conversation c1: turn a: duplicate turn id (first used at index 0)"],
     );
     check(
@@ -100,10 +85,7 @@ fn bad_histories_name_the_turn() {
         vec![Turn::new("t", Role::Tool, "x").with_tool_call_id("nope")],
         expect!["conversation c1: turn t: tool_call_id `nope` matches no earlier assistant turn or tool call"],
     );
-    check(
-        vec![Turn::new("", Role::User, "x")],
-        expect!["conversation c1: turn at index 0: empty turn id"],
-    );
+    check(vec![Turn::new("", Role::User, "x")], expect!["conversation c1: turn at index 0: empty turn id"]);
 }
 
 #[test]
@@ -136,22 +118,12 @@ fn message_names_are_sanitised() {
 
 #[test]
 fn context_renders_text_and_messages() {
-    let h = history(&[
-        Turn::new("s", Role::System, "be brief"),
-        Turn::new("u1", Role::User, "hello").with_speaker("jane"),
-    ])
-    .unwrap();
+    let h =
+        history(&[Turn::new("s", Role::System, "be brief"), Turn::new("u1", Role::User, "hello").with_speaker("jane")])
+            .unwrap();
     let mut ctx = Context::new("test", 100, h.counter());
-    ctx.blocks.push(Block::from_turn(
-        BlockKind::PinnedSystem,
-        &h.turns()[0],
-        h.tokens(0),
-    ));
-    ctx.blocks.push(Block::from_turn(
-        BlockKind::VerbatimTurn,
-        &h.turns()[1],
-        h.tokens(1),
-    ));
+    ctx.blocks.push(Block::from_turn(BlockKind::PinnedSystem, &h.turns()[0], h.tokens(0)));
+    ctx.blocks.push(Block::from_turn(BlockKind::VerbatimTurn, &h.turns()[1], h.tokens(1)));
     assert_eq!(ctx.total_tokens(), 3 + h.total_tokens());
     expect![[r#"
         system: be brief
@@ -165,11 +137,7 @@ fn context_renders_text_and_messages() {
 #[test]
 fn truncate_restores_the_earlier_state() {
     let mut call = Turn::new("a1", Role::Assistant, "");
-    call.tool_calls = vec![ToolCall {
-        id: "c1".into(),
-        name: "ls".into(),
-        arguments: "{}".into(),
-    }];
+    call.tool_calls = vec![ToolCall { id: "c1".into(), name: "ls".into(), arguments: "{}".into() }];
     let turns = vec![
         Turn::new("s", Role::System, "sys"),
         Turn::new("u1", Role::User, "list files"),
@@ -192,8 +160,5 @@ fn truncate_restores_the_earlier_state() {
     assert_eq!(h.unit_of(2).turns, vec![2]);
     assert_eq!(h.unit_of(2).tokens, h.tokens(2));
     h.truncate(0);
-    assert_eq!(
-        (h.len(), h.pinned(), h.total_tokens(), h.unit_count()),
-        (0, 0, 0, 0)
-    );
+    assert_eq!((h.len(), h.pinned(), h.total_tokens(), h.unit_count()), (0, 0, 0, 0));
 }

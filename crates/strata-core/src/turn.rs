@@ -122,13 +122,7 @@ impl Turn {
 pub fn message_name(speaker: &str) -> Option<String> {
     let name: String = speaker
         .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
+        .map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' })
         .take(64)
         .collect();
     if name.is_empty() {
@@ -193,26 +187,13 @@ pub enum ConversationError {
     #[error("turn at index {index}: empty turn id")]
     EmptyTurnId { id: String, index: usize },
     #[error("turn {id}: timestamp {ts} is earlier than the previous turn {prev_id}'s {prev_ts}")]
-    DecreasingTimestamp {
-        id: String,
-        ts: i64,
-        prev_id: String,
-        prev_ts: i64,
-    },
+    DecreasingTimestamp { id: String, ts: i64, prev_id: String, prev_ts: i64 },
     #[error("turn {id}: tool_call_id `{call}` matches no earlier assistant turn or tool call")]
     UnknownToolCall { id: String, call: String },
     #[error("turn {id}: content is {bytes} bytes, over the limit of {limit} bytes per turn")]
-    TurnTooLarge {
-        id: String,
-        bytes: usize,
-        limit: usize,
-    },
+    TurnTooLarge { id: String, bytes: usize, limit: usize },
     #[error("probe {probe}: `{field}` names turn {turn}, which is not in the transcript")]
-    UnknownProbeTurn {
-        probe: String,
-        field: &'static str,
-        turn: String,
-    },
+    UnknownProbeTurn { probe: String, field: &'static str, turn: String },
     #[error("boundary names turn {turn}, which is not in the transcript")]
     UnknownBoundary { turn: String },
     #[error("probe {probe}: duplicate probe id")]
@@ -236,16 +217,10 @@ impl Conversation {
         let mut prev: Option<(&str, Timestamp)> = None;
         for (index, turn) in self.turns.iter().enumerate() {
             if turn.id.is_empty() {
-                return Err(ConversationError::EmptyTurnId {
-                    id: turn.id.clone(),
-                    index,
-                });
+                return Err(ConversationError::EmptyTurnId { id: turn.id.clone(), index });
             }
             if let Some(&first) = seen.get(turn.id.as_str()) {
-                return Err(ConversationError::DuplicateTurnId {
-                    id: turn.id.clone(),
-                    first,
-                });
+                return Err(ConversationError::DuplicateTurnId { id: turn.id.clone(), first });
             }
             if turn.content.len() > Self::MAX_TURN_BYTES {
                 return Err(ConversationError::TurnTooLarge {
@@ -269,14 +244,10 @@ impl Conversation {
             }
             if turn.role == Role::Tool {
                 if let Some(call) = &turn.tool_call_id {
-                    let owner_is_assistant = seen
-                        .get(call.as_str())
-                        .is_some_and(|&i| self.turns[i].role == Role::Assistant);
+                    let owner_is_assistant =
+                        seen.get(call.as_str()).is_some_and(|&i| self.turns[i].role == Role::Assistant);
                     if !owner_is_assistant && !calls.contains_key(call.as_str()) {
-                        return Err(ConversationError::UnknownToolCall {
-                            id: turn.id.clone(),
-                            call: call.clone(),
-                        });
+                        return Err(ConversationError::UnknownToolCall { id: turn.id.clone(), call: call.clone() });
                     }
                 }
             } else if turn.role == Role::Assistant {
@@ -292,9 +263,7 @@ impl Conversation {
         let mut probe_ids: HashMap<&str, ()> = HashMap::new();
         for probe in &self.probes {
             if probe_ids.insert(&probe.id, ()).is_some() {
-                return Err(ConversationError::DuplicateProbeId {
-                    probe: probe.id.clone(),
-                });
+                return Err(ConversationError::DuplicateProbeId { probe: probe.id.clone() });
             }
             if !strict_probes {
                 continue;

@@ -17,12 +17,7 @@ impl Strategy for Full {
         false
     }
 
-    fn build(
-        &self,
-        history: &History,
-        budget: usize,
-        _question: Option<&str>,
-    ) -> Result<Context, StrategyError> {
+    fn build(&self, history: &History, budget: usize, _question: Option<&str>) -> Result<Context, StrategyError> {
         // Pinning with an unlimited budget keeps the system prompt's block kind; the budget is
         // recorded as asked so reports can show how far over it the upper bound goes.
         let mut ctx = Context::new(self.name(), usize::MAX, history.counter());
@@ -32,10 +27,8 @@ impl Strategy for Full {
         push_verbatim(history, &mut ctx, &rest);
         let mut ctx = finish(ctx);
         if ctx.total_tokens() > budget {
-            ctx.notes.push(format!(
-                "full sends everything: {} tokens, over the budget of {budget}",
-                ctx.total_tokens()
-            ));
+            ctx.notes
+                .push(format!("full sends everything: {} tokens, over the budget of {budget}", ctx.total_tokens()));
         }
         Ok(ctx)
     }

@@ -62,20 +62,13 @@ impl StrategiesConfig {
     /// (`.toml`) or JSON (anything else).
     pub fn parse(file: &str, text: &str) -> Result<StrategiesConfig, ConfigError> {
         let parsed: StrategiesConfig = if file.ends_with(".toml") {
-            toml::from_str(text).map_err(|e| ConfigError::Parse {
-                file: file.to_string(),
-                message: e.message().to_string(),
-            })?
+            toml::from_str(text)
+                .map_err(|e| ConfigError::Parse { file: file.to_string(), message: e.message().to_string() })?
         } else {
-            serde_json::from_str(text).map_err(|e| ConfigError::Parse {
-                file: file.to_string(),
-                message: e.to_string(),
-            })?
+            serde_json::from_str(text)
+                .map_err(|e| ConfigError::Parse { file: file.to_string(), message: e.to_string() })?
         };
-        parsed.validate().map_err(|message| ConfigError::Invalid {
-            file: file.to_string(),
-            message,
-        })?;
+        parsed.validate().map_err(|message| ConfigError::Invalid { file: file.to_string(), message })?;
         Ok(parsed)
     }
 
@@ -97,11 +90,7 @@ pub fn build(
         "window" => Box::new(Window::new(config.window.clone())),
         "recent-8-summary-12" => Box::new(RecentSummary::new(config.recent_summary.clone())),
         "summary-buffer" => Box::new(SummaryBuffer::new(config.summary_buffer.clone(), generator)),
-        _ => {
-            return Err(ConfigError::UnknownStrategy {
-                name: name.to_string(),
-            })
-        }
+        _ => return Err(ConfigError::UnknownStrategy { name: name.to_string() }),
     })
 }
 

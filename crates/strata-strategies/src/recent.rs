@@ -85,9 +85,7 @@ impl RecentSummary {
             current.push(i);
             if history.turns()[i].role == Role::User {
                 current.reverse();
-                out.push(Interaction {
-                    turns: std::mem::take(&mut current),
-                });
+                out.push(Interaction { turns: std::mem::take(&mut current) });
                 if out.len() == self.config.buffer {
                     break;
                 }
@@ -189,12 +187,7 @@ impl Strategy for RecentSummary {
         "recent-8-summary-12"
     }
 
-    fn build(
-        &self,
-        history: &History,
-        budget: usize,
-        _question: Option<&str>,
-    ) -> Result<Context, StrategyError> {
+    fn build(&self, history: &History, budget: usize, _question: Option<&str>) -> Result<Context, StrategyError> {
         let counter = history.counter();
         let mut ctx = Context::new(self.name(), budget, counter);
         let mut left = pin_system(history, &mut ctx);
@@ -220,29 +213,13 @@ impl Strategy for RecentSummary {
         let plain: Vec<Block> = recent
             .iter()
             .map(|inter| {
-                let ids = inter
-                    .turns
-                    .iter()
-                    .map(|&i| history.turns()[i].id.clone())
-                    .collect();
-                Block::text(
-                    BlockKind::VerbatimTurn,
-                    Role::System,
-                    qa_text(history, inter),
-                    ids,
-                    counter,
-                )
+                let ids = inter.turns.iter().map(|&i| history.turns()[i].id.clone()).collect();
+                Block::text(BlockKind::VerbatimTurn, Role::System, qa_text(history, inter), ids, counter)
             })
             .collect();
         let with_header = |b: &Block| {
             let content = format!("{RECENT_HEADER}\n{}", b.content);
-            Block::text(
-                BlockKind::VerbatimTurn,
-                Role::System,
-                content,
-                b.source_ids.clone(),
-                counter,
-            )
+            Block::text(BlockKind::VerbatimTurn, Role::System, content, b.source_ids.clone(), counter)
         };
         let mut first_kept = plain.len();
         let mut tail_tokens = 0usize;
@@ -266,17 +243,12 @@ impl Strategy for RecentSummary {
             if summary.tokens <= left {
                 ctx.blocks.push(summary);
             } else {
-                ctx.notes.push(format!(
-                    "summary ({} tokens) does not fit the budget; omitted",
-                    summary.tokens
-                ));
+                ctx.notes.push(format!("summary ({} tokens) does not fit the budget; omitted", summary.tokens));
             }
         }
         if dropped > 0 {
-            ctx.notes.push(format!(
-                "{dropped} of the {} recent interactions do not fit the budget; dropped",
-                recent.len()
-            ));
+            ctx.notes
+                .push(format!("{dropped} of the {} recent interactions do not fit the budget; dropped", recent.len()));
         }
         ctx.blocks.extend(kept);
         Ok(finish(ctx))

@@ -16,17 +16,11 @@ pub(crate) fn pin_system(history: &History, ctx: &mut Context) -> usize {
     }
     if pinned_tokens <= left {
         for i in 0..history.pinned() {
-            ctx.blocks.push(Block::from_turn(
-                BlockKind::PinnedSystem,
-                &history.turns()[i],
-                history.tokens(i),
-            ));
+            ctx.blocks.push(Block::from_turn(BlockKind::PinnedSystem, &history.turns()[i], history.tokens(i)));
         }
         left -= pinned_tokens;
     } else {
-        ctx.notes.push(format!(
-            "system prompt ({pinned_tokens} tokens) does not fit the budget of {budget}; omitted"
-        ));
+        ctx.notes.push(format!("system prompt ({pinned_tokens} tokens) does not fit the budget of {budget}; omitted"));
     }
     left
 }
@@ -61,11 +55,7 @@ pub(crate) fn newest_fitting(history: &History, allowance: usize) -> (Vec<usize>
 /// Appends the turns at `indices` (ascending) to the context verbatim.
 pub(crate) fn push_verbatim(history: &History, ctx: &mut Context, indices: &[usize]) {
     for &i in indices {
-        ctx.blocks.push(Block::from_turn(
-            BlockKind::VerbatimTurn,
-            &history.turns()[i],
-            history.tokens(i),
-        ));
+        ctx.blocks.push(Block::from_turn(BlockKind::VerbatimTurn, &history.turns()[i], history.tokens(i)));
     }
 }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 use strata_core::{
-    Block, BlockKind, ChatMessage, Context, GenerateRequest, Generator, History, Role, Strategy,
-    StrategyError, TokenCounter,
+    Block, BlockKind, ChatMessage, Context, GenerateRequest, Generator, History, Role, Strategy, StrategyError,
+    TokenCounter,
 };
 
 use crate::select::{finish, newest_fitting, pin_system, push_verbatim};
@@ -30,12 +30,7 @@ pub struct SummaryBufferConfig {
 
 impl Default for SummaryBufferConfig {
     fn default() -> Self {
-        SummaryBufferConfig {
-            trigger: 0.8,
-            verbatim: 0.6,
-            max_summary_words: 200,
-            deadline_ms: Some(120_000),
-        }
+        SummaryBufferConfig { trigger: 0.8, verbatim: 0.6, max_summary_words: 200, deadline_ms: Some(120_000) }
     }
 }
 
@@ -43,9 +38,7 @@ impl SummaryBufferConfig {
     pub(crate) fn validate(&self) -> Result<(), String> {
         for (name, v) in [("trigger", self.trigger), ("verbatim", self.verbatim)] {
             if !(0.0..=1.0).contains(&v) {
-                return Err(format!(
-                    "summary-buffer: `{name}` must be between 0 and 1, not {v}"
-                ));
+                return Err(format!("summary-buffer: `{name}` must be between 0 and 1, not {v}"));
             }
         }
         Ok(())
@@ -63,19 +56,13 @@ impl std::fmt::Debug for SummaryBuffer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SummaryBuffer")
             .field("config", &self.config)
-            .field(
-                "generator",
-                &self.generator.as_ref().map(|g| g.model_id().to_string()),
-            )
+            .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
             .finish()
     }
 }
 
 impl SummaryBuffer {
-    pub fn new(
-        config: SummaryBufferConfig,
-        generator: Option<Arc<dyn Generator>>,
-    ) -> SummaryBuffer {
+    pub fn new(config: SummaryBufferConfig, generator: Option<Arc<dyn Generator>>) -> SummaryBuffer {
         SummaryBuffer { config, generator }
     }
 
@@ -123,10 +110,7 @@ fn fit_text(counter: &dyn TokenCounter, role: Role, text: &str, limit: usize) ->
     if cost(text) <= limit {
         return Some(text.to_string());
     }
-    let cuts: Vec<usize> = text
-        .match_indices(char::is_whitespace)
-        .map(|(i, _)| i)
-        .collect();
+    let cuts: Vec<usize> = text.match_indices(char::is_whitespace).map(|(i, _)| i).collect();
     // Binary search for the longest prefix (at a word break) that fits.
     let (mut lo, mut hi) = (0usize, cuts.len());
     let mut best = None;
@@ -148,12 +132,7 @@ impl Strategy for SummaryBuffer {
         "summary-buffer"
     }
 
-    fn build(
-        &self,
-        history: &History,
-        budget: usize,
-        _question: Option<&str>,
-    ) -> Result<Context, StrategyError> {
+    fn build(&self, history: &History, budget: usize, _question: Option<&str>) -> Result<Context, StrategyError> {
         let full = history.full_context_tokens();
         if (full as f64) < self.config.trigger * budget as f64 {
             return Ok(Window::build_as(self.name(), history, budget));
@@ -165,26 +144,19 @@ impl Strategy for SummaryBuffer {
         let mut ctx = Context::new(self.name(), budget, counter);
         let left = pin_system(history, &mut ctx);
         let pinned_used = budget.saturating_sub(ctx.overhead).saturating_sub(left);
-        let verbatim_allowance = ((self.config.verbatim * budget as f64) as usize)
-            .saturating_sub(ctx.overhead + pinned_used);
+        let verbatim_allowance =
+            ((self.config.verbatim * budget as f64) as usize).saturating_sub(ctx.overhead + pinned_used);
         let (picked, verbatim_tokens) = newest_fitting(history, verbatim_allowance);
         let first_verbatim = picked.first().copied().unwrap_or(history.len());
         // Older turns are those before the verbatim run; a tool call whose result is in the run
         // was taken into the run with it, so it is skipped here.
-        let older: Vec<usize> = (history.pinned()..first_verbatim)
-            .filter(|i| picked.binary_search(i).is_err())
-            .collect();
+        let older: Vec<usize> =
+            (history.pinned()..first_verbatim).filter(|i| picked.binary_search(i).is_err()).collect();
         if older.is_empty() {
             return Ok(Window::build_as(self.name(), history, budget));
         }
         let summary_allowance = left.saturating_sub(verbatim_tokens);
-        let header_cost = counter.count_message(
-            Role::System,
-            None,
-            &format!("{SUMMARY_HEADER}\n"),
-            None,
-            &[],
-        );
+        let header_cost = counter.count_message(Role::System, None, &format!("{SUMMARY_HEADER}\n"), None, &[]);
         if summary_allowance <= header_cost {
             return Ok(self.fallback(history, budget, "no room left for a summary".to_string()));
         }
@@ -194,40 +166,19 @@ impl Strategy for SummaryBuffer {
             Err(e) => return Ok(self.fallback(history, budget, format!("summary failed: {e}"))),
         };
         if text.is_empty() {
-            return Ok(self.fallback(
-                history,
-                budget,
-                "the generator returned an empty summary".to_string(),
-            ));
+            return Ok(self.fallback(history, budget, "the generator returned an empty summary".to_string()));
         }
         let content = format!("{SUMMARY_HEADER}\n{text}");
         let Some(content) = fit_text(counter, Role::System, &content, summary_allowance) else {
-            return Ok(self.fallback(
-                history,
-                budget,
-                "the summary does not fit the budget".to_string(),
-            ));
+            return Ok(self.fallback(history, budget, "the summary does not fit the budget".to_string()));
         };
         if !content.ends_with(&text) {
             ctx.notes.push("summary cut to fit the budget".to_string());
         }
-        let ids = older
-            .iter()
-            .map(|&i| history.turns()[i].id.clone())
-            .collect();
-        ctx.blocks.push(Block::text(
-            BlockKind::Summary,
-            Role::System,
-            content,
-            ids,
-            counter,
-        ));
+        let ids = older.iter().map(|&i| history.turns()[i].id.clone()).collect();
+        ctx.blocks.push(Block::text(BlockKind::Summary, Role::System, content, ids, counter));
         push_verbatim(history, &mut ctx, &picked);
-        ctx.notes.push(format!(
-            "summarised {} older turns with {}",
-            older.len(),
-            generator.model_id()
-        ));
+        ctx.notes.push(format!("summarised {} older turns with {}", older.len(), generator.model_id()));
         Ok(finish(ctx))
     }
 }

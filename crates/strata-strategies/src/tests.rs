@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use expect_test::{expect, Expect};
 use proptest::prelude::*;
 use strata_core::{
-    BlockKind, Context, GenerateError, GenerateRequest, Generation, Generator, History, Role,
-    Strategy, TokenCounter, ToolCall, Turn,
+    BlockKind, Context, GenerateError, GenerateRequest, Generation, Generator, History, Role, Strategy, TokenCounter,
+    ToolCall, Turn,
 };
 use strata_tokens::Tiktoken;
 
@@ -26,11 +26,7 @@ fn history(turns: Vec<Turn>) -> History {
 fn interactions(n: usize) -> History {
     let mut turns = vec![Turn::new("sys", Role::System, "You are helpful.")];
     for i in 1..=n {
-        turns.push(Turn::new(
-            format!("u{i}"),
-            Role::User,
-            format!("Question {i} about topic {i}?"),
-        ));
+        turns.push(Turn::new(format!("u{i}"), Role::User, format!("Question {i} about topic {i}?")));
         turns.push(Turn::new(
             format!("a{i}"),
             Role::Assistant,
@@ -49,12 +45,7 @@ fn explain(ctx: &Context) -> String {
             [one] => one.clone(),
             many => format!("{}..{} ({})", many[0], many[many.len() - 1], many.len()),
         };
-        out.push_str(&format!(
-            "{} [{ids}] {}: {}\n",
-            b.kind.as_str(),
-            b.tokens,
-            b.content.replace('\n', "\n    ")
-        ));
+        out.push_str(&format!("{} [{ids}] {}: {}\n", b.kind.as_str(), b.tokens, b.content.replace('\n', "\n    ")));
     }
     for n in &ctx.notes {
         out.push_str(&format!("note: {n}\n"));
@@ -159,14 +150,8 @@ fn recent_summary_beyond_the_buffer_forgets_the_oldest() {
     let h = interactions(45);
     let s = build("recent-8-summary-12", &StrategiesConfig::default(), None).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
-    assert_eq!(
-        ctx.blocks[1].source_ids.first().map(String::as_str),
-        Some("u26")
-    );
-    assert_eq!(
-        ctx.blocks[2].source_ids.first().map(String::as_str),
-        Some("u38")
-    );
+    assert_eq!(ctx.blocks[1].source_ids.first().map(String::as_str), Some("u26"));
+    assert_eq!(ctx.blocks[2].source_ids.first().map(String::as_str), Some("u38"));
     // Same output as at 20 interactions, shifted: the buffer bounds memory, not the context.
     assert_eq!(ctx.blocks.len(), 1 + 1 + 8);
 }
@@ -179,19 +164,11 @@ fn recent_summary_falls_back_when_nothing_is_left_to_say() {
         Turn::new("u2", Role::User, "x"),
     ]);
     let config = StrategiesConfig {
-        recent_summary: crate::RecentSummaryConfig {
-            recent: 1,
-            ..Default::default()
-        },
+        recent_summary: crate::RecentSummaryConfig { recent: 1, ..Default::default() },
         ..Default::default()
     };
-    let ctx = build("recent-8-summary-12", &config, None)
-        .unwrap()
-        .build(&h, 1000, None)
-        .unwrap();
-    assert!(ctx.blocks[0]
-        .content
-        .ends_with("Earlier conversation about various topics."));
+    let ctx = build("recent-8-summary-12", &config, None).unwrap().build(&h, 1000, None).unwrap();
+    assert!(ctx.blocks[0].content.ends_with("Earlier conversation about various topics."));
 }
 
 #[test]
@@ -223,11 +200,7 @@ fn window_pins_the_system_prompt_and_keeps_the_newest() {
 #[test]
 fn window_keeps_tool_pairs_together() {
     let mut call = Turn::new("a1", Role::Assistant, "Let me look.");
-    call.tool_calls = vec![ToolCall {
-        id: "c1".into(),
-        name: "search".into(),
-        arguments: "{\"q\":\"x\"}".into(),
-    }];
+    call.tool_calls = vec![ToolCall { id: "c1".into(), name: "search".into(), arguments: "{\"q\":\"x\"}".into() }];
     let h = history(vec![
         Turn::new("u1", Role::User, "find x"),
         call,
@@ -279,32 +252,15 @@ impl Generator for Scripted {
     fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
         self.prompts.lock().unwrap().push(request.clone());
         match self.answer {
-            Ok(text) => Ok(Generation {
-                text: text.to_string(),
-                prompt_tokens: 0,
-                generated_tokens: 0,
-            }),
-            Err(message) => Err(GenerateError::Backend {
-                model: "scripted".into(),
-                message: message.into(),
-            }),
+            Ok(text) => Ok(Generation { text: text.to_string(), prompt_tokens: 0, generated_tokens: 0 }),
+            Err(message) => Err(GenerateError::Backend { model: "scripted".into(), message: message.into() }),
         }
     }
 }
 
-fn summary_buffer(
-    answer: Result<&'static str, &'static str>,
-) -> (Box<dyn Strategy>, Arc<Scripted>) {
-    let generator = Arc::new(Scripted {
-        answer,
-        prompts: Mutex::new(Vec::new()),
-    });
-    let s = build(
-        "summary-buffer",
-        &StrategiesConfig::default(),
-        Some(generator.clone()),
-    )
-    .unwrap();
+fn summary_buffer(answer: Result<&'static str, &'static str>) -> (Box<dyn Strategy>, Arc<Scripted>) {
+    let generator = Arc::new(Scripted { answer, prompts: Mutex::new(Vec::new()) });
+    let s = build("summary-buffer", &StrategiesConfig::default(), Some(generator.clone())).unwrap();
     (s, generator)
 }
 
@@ -314,10 +270,7 @@ fn summary_buffer_below_the_trigger_is_window() {
     let (s, generator) = summary_buffer(Ok("unused"));
     let ctx = s.build(&h, 1000, None).unwrap();
     assert_eq!(ctx.blocks.len(), h.len());
-    assert!(
-        generator.prompts.lock().unwrap().is_empty(),
-        "no model call below 80%"
-    );
+    assert!(generator.prompts.lock().unwrap().is_empty(), "no model call below 80%");
 }
 
 #[test]
@@ -341,33 +294,18 @@ fn summary_buffer_summarises_the_older_turns() {
     .assert_eq(&explain(&ctx));
     let prompts = generator.prompts.lock().unwrap();
     let prompt = &prompts[0].messages[1].content;
-    assert!(
-        prompt.starts_with("<transcript>\nuser: Question 1 about topic 1?\n"),
-        "{prompt}"
-    );
-    assert!(
-        prompt.contains("</transcript>\n\nSummarize the conversation"),
-        "{prompt}"
-    );
+    assert!(prompt.starts_with("<transcript>\nuser: Question 1 about topic 1?\n"), "{prompt}");
+    assert!(prompt.contains("</transcript>\n\nSummarize the conversation"), "{prompt}");
     assert!(prompt.contains("under 200 words"));
 }
 
 #[test]
 fn summary_buffer_falls_back_to_window() {
     let h = interactions(10);
-    let window = build("window", &StrategiesConfig::default(), None)
-        .unwrap()
-        .build(&h, 200, None)
-        .unwrap();
+    let window = build("window", &StrategiesConfig::default(), None).unwrap().build(&h, 200, None).unwrap();
     for (answer, note) in [
-        (
-            Err("model crashed"),
-            "summary failed: generator scripted: model crashed; fell back to window",
-        ),
-        (
-            Ok("   "),
-            "the generator returned an empty summary; fell back to window",
-        ),
+        (Err("model crashed"), "summary failed: generator scripted: model crashed; fell back to window"),
+        (Ok("   "), "the generator returned an empty summary; fell back to window"),
     ] {
         let (s, _) = summary_buffer(answer);
         let ctx = s.build(&h, 200, None).unwrap();
@@ -387,13 +325,7 @@ fn summary_buffer_cuts_a_long_summary_to_fit() {
     let (s, _) = summary_buffer(Ok(long));
     let ctx = s.build(&h, 200, None).unwrap();
     assert!(ctx.total_tokens() <= 200);
-    assert!(
-        ctx.notes
-            .iter()
-            .any(|n| n == "summary cut to fit the budget"),
-        "{:?}",
-        ctx.notes
-    );
+    assert!(ctx.notes.iter().any(|n| n == "summary cut to fit the budget"), "{:?}", ctx.notes);
     assert!(ctx.blocks[1].content.ends_with("word ..."));
 }
 
@@ -405,28 +337,12 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     assert_eq!(c.recent_summary.summarized, 12);
     assert_eq!(c.summary_buffer.trigger, 0.9);
     let json = r#"{"summary-buffer": {"verbatim": 0.5}}"#;
-    assert_eq!(
-        StrategiesConfig::parse("c.json", json)
-            .unwrap()
-            .summary_buffer
-            .verbatim,
-        0.5
-    );
-    let err = StrategiesConfig::parse("c.toml", "[window]\nsize = 3\n")
-        .unwrap_err()
-        .to_string();
+    assert_eq!(StrategiesConfig::parse("c.json", json).unwrap().summary_buffer.verbatim, 0.5);
+    let err = StrategiesConfig::parse("c.toml", "[window]\nsize = 3\n").unwrap_err().to_string();
     assert!(err.starts_with("c.toml: unknown field `size`"), "{err}");
-    let err = StrategiesConfig::parse("c.json", r#"{"summary-buffer": {"trigger": 2}}"#)
-        .unwrap_err()
-        .to_string();
-    assert_eq!(
-        err,
-        "c.json: summary-buffer: `trigger` must be between 0 and 1, not 2"
-    );
-    let err = build("nope", &StrategiesConfig::default(), None)
-        .err()
-        .unwrap()
-        .to_string();
+    let err = StrategiesConfig::parse("c.json", r#"{"summary-buffer": {"trigger": 2}}"#).unwrap_err().to_string();
+    assert_eq!(err, "c.json: summary-buffer: `trigger` must be between 0 and 1, not 2");
+    let err = build("nope", &StrategiesConfig::default(), None).err().unwrap().to_string();
     assert_eq!(err, "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer");
 }
 
@@ -456,26 +372,12 @@ fn arb_turns() -> impl proptest::strategy::Strategy<Value = Vec<Turn>> {
                 _ => {
                     let mut call = Turn::new(format!("a{i}"), Role::Assistant, "");
                     call.tool_calls = vec![
-                        ToolCall {
-                            id: format!("c{i}a"),
-                            name: "f".into(),
-                            arguments: "{}".into(),
-                        },
-                        ToolCall {
-                            id: format!("c{i}b"),
-                            name: "g".into(),
-                            arguments: "{}".into(),
-                        },
+                        ToolCall { id: format!("c{i}a"), name: "f".into(), arguments: "{}".into() },
+                        ToolCall { id: format!("c{i}b"), name: "g".into(), arguments: "{}".into() },
                     ];
                     turns.push(call);
-                    turns.push(
-                        Turn::new(format!("r{i}a"), Role::Tool, text)
-                            .with_tool_call_id(format!("c{i}a")),
-                    );
-                    turns.push(
-                        Turn::new(format!("r{i}b"), Role::Tool, "ok")
-                            .with_tool_call_id(format!("c{i}b")),
-                    );
+                    turns.push(Turn::new(format!("r{i}a"), Role::Tool, text).with_tool_call_id(format!("c{i}a")));
+                    turns.push(Turn::new(format!("r{i}b"), Role::Tool, "ok").with_tool_call_id(format!("c{i}b")));
                 }
             }
         }
@@ -492,16 +394,8 @@ impl Generator for Echo {
     }
     fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
         let prompt = &request.messages[1].content;
-        let text: String = prompt
-            .split_whitespace()
-            .take(request.max_tokens)
-            .collect::<Vec<_>>()
-            .join(" ");
-        Ok(Generation {
-            text,
-            prompt_tokens: 0,
-            generated_tokens: 0,
-        })
+        let text: String = prompt.split_whitespace().take(request.max_tokens).collect::<Vec<_>>().join(" ");
+        Ok(Generation { text, prompt_tokens: 0, generated_tokens: 0 })
     }
 }
 

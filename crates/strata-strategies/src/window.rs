@@ -37,12 +37,7 @@ impl Strategy for Window {
         "window"
     }
 
-    fn build(
-        &self,
-        history: &History,
-        budget: usize,
-        _question: Option<&str>,
-    ) -> Result<Context, StrategyError> {
+    fn build(&self, history: &History, budget: usize, _question: Option<&str>) -> Result<Context, StrategyError> {
         Ok(Window::build_as(self.name(), history, budget))
     }
 }

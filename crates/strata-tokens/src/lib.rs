@@ -32,9 +32,7 @@ pub struct Tiktoken {
 
 impl std::fmt::Debug for Tiktoken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tiktoken")
-            .field("encoding", &self.encoding)
-            .finish()
+        f.debug_struct("Tiktoken").field("encoding", &self.encoding).finish()
     }
 }
 
@@ -80,23 +78,15 @@ pub struct HfTokenizer {
 
 impl std::fmt::Debug for HfTokenizer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HfTokenizer")
-            .field("name", &self.name)
-            .finish()
+        f.debug_struct("HfTokenizer").field("name", &self.name).finish()
     }
 }
 
 impl HfTokenizer {
     pub fn from_file(path: &Path) -> Result<HfTokenizer, TokenizerError> {
-        let tokenizer =
-            tokenizers::Tokenizer::from_file(path).map_err(|e| TokenizerError::Load {
-                path: path.to_path_buf(),
-                message: e.to_string(),
-            })?;
-        Ok(HfTokenizer {
-            name: format!("hf:{}", path.display()),
-            tokenizer,
-        })
+        let tokenizer = tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| TokenizerError::Load { path: path.to_path_buf(), message: e.to_string() })?;
+        Ok(HfTokenizer { name: format!("hf:{}", path.display()), tokenizer })
     }
 }
 
@@ -170,9 +160,7 @@ impl TokenCounter for Estimate {
 pub enum TokenizerError {
     #[error("{}: cannot load tokenizer: {message}", path.display())]
     Load { path: PathBuf, message: String },
-    #[error(
-        "unknown tokenizer `{spec}`: use o200k, cl100k, estimate, or the path of a tokenizer.json"
-    )]
+    #[error("unknown tokenizer `{spec}`: use o200k, cl100k, estimate, or the path of a tokenizer.json")]
     Unknown { spec: String },
 }
 
@@ -186,11 +174,7 @@ pub fn from_spec(spec: &str) -> Result<Arc<dyn TokenCounter>, TokenizerError> {
         path if path.ends_with(".json") || Path::new(path).exists() => {
             Arc::new(HfTokenizer::from_file(Path::new(path))?)
         }
-        _ => {
-            return Err(TokenizerError::Unknown {
-                spec: spec.to_string(),
-            })
-        }
+        _ => return Err(TokenizerError::Unknown { spec: spec.to_string() }),
     })
 }
 

@@ -27,18 +27,8 @@ fn counts_match_tiktoken_on_tricky_strings() {
     let cases = tricky().cases;
     assert!(cases.len() >= 30);
     for case in cases {
-        assert_eq!(
-            o200k.count(&case.text),
-            case.o200k_base,
-            "o200k on {:?}",
-            case.text
-        );
-        assert_eq!(
-            cl100k.count(&case.text),
-            case.cl100k_base,
-            "cl100k on {:?}",
-            case.text
-        );
+        assert_eq!(o200k.count(&case.text), case.o200k_base, "o200k on {:?}", case.text);
+        assert_eq!(cl100k.count(&case.text), case.cl100k_base, "cl100k on {:?}", case.text);
     }
 }
 
@@ -73,18 +63,12 @@ fn chat_framing_matches_openai_recipe() {
 #[test]
 fn estimate_is_close_on_prose_and_code() {
     // The English, code and number cases: where the estimator is meant to be used.
-    let cases: Vec<Case> = tricky()
-        .cases
-        .into_iter()
-        .filter(|c| c.text.is_ascii() && !c.text.trim().is_empty())
-        .collect();
+    let cases: Vec<Case> =
+        tricky().cases.into_iter().filter(|c| c.text.is_ascii() && !c.text.trim().is_empty()).collect();
     let exact: usize = cases.iter().map(|c| c.o200k_base).sum();
     let est: usize = cases.iter().map(|c| Estimate.count(&c.text)).sum();
     let ratio = est as f64 / exact as f64;
-    assert!(
-        (0.75..=1.25).contains(&ratio),
-        "estimate/exact = {ratio:.3} ({est}/{exact})"
-    );
+    assert!((0.75..=1.25).contains(&ratio), "estimate/exact = {ratio:.3} ({est}/{exact})");
 }
 
 #[test]
@@ -94,14 +78,8 @@ fn specs_name_counters_or_fail_clearly() {
     assert_eq!(from_spec("estimate").unwrap().name(), "estimate");
     let err = from_spec("gpt2").err().unwrap().to_string();
     assert!(err.starts_with("unknown tokenizer `gpt2`"), "{err}");
-    let err = from_spec("/nonexistent/tokenizer.json")
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(
-        err.starts_with("/nonexistent/tokenizer.json: cannot load tokenizer"),
-        "{err}"
-    );
+    let err = from_spec("/nonexistent/tokenizer.json").err().unwrap().to_string();
+    assert!(err.starts_with("/nonexistent/tokenizer.json: cannot load tokenizer"), "{err}");
 }
 
 #[test]

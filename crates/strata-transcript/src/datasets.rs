@@ -24,24 +24,14 @@ fn alternating(id: &str, utterances: impl IntoIterator<Item = String>) -> Vec<Tu
         .into_iter()
         .enumerate()
         .map(|(i, text)| {
-            let role = if i % 2 == 0 {
-                Role::User
-            } else {
-                Role::Assistant
-            };
+            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
             Turn::new(format!("{id}:{}", i + 1), role, text)
         })
         .collect()
 }
 
 fn validated(file: &str, c: Conversation) -> Result<Conversation, LoadError> {
-    c.validate(true).map_err(|e| {
-        LoadError::new(
-            file,
-            LoadErrorKind::Invalid,
-            format!("transcript {}: {e}", c.id),
-        )
-    })?;
+    c.validate(true).map_err(|e| LoadError::new(file, LoadErrorKind::Invalid, format!("transcript {}: {e}", c.id)))?;
     Ok(c)
 }
 
@@ -52,16 +42,12 @@ fn validated(file: &str, c: Conversation) -> Result<Conversation, LoadError> {
 pub fn qmsum(file: &str, id: &str, bytes: &[u8]) -> Result<Conversation, LoadError> {
     let v = parse_json(file, bytes)?;
     let at = |m: &str| schema(file, format!("transcript {id}: {m}"));
-    let transcript = v
-        .get("meeting_transcripts")
-        .and_then(Value::as_array)
-        .ok_or_else(|| at("missing `meeting_transcripts`"))?;
+    let transcript =
+        v.get("meeting_transcripts").and_then(Value::as_array).ok_or_else(|| at("missing `meeting_transcripts`"))?;
     let mut turns = Vec::with_capacity(transcript.len());
     for (i, t) in transcript.iter().enumerate() {
-        let content = t
-            .get("content")
-            .and_then(Value::as_str)
-            .ok_or_else(|| at(&format!("turn {i}: missing `content`")))?;
+        let content =
+            t.get("content").and_then(Value::as_str).ok_or_else(|| at(&format!("turn {i}: missing `content`")))?;
         let mut turn = Turn::new(i.to_string(), Role::User, content);
         turn.speaker = t.get("speaker").and_then(Value::as_str).map(str::to_string);
         turns.push(turn);
@@ -73,59 +59,32 @@ pub fn qmsum(file: &str, id: &str, bytes: &[u8]) -> Result<Conversation, LoadErr
             .filter(|p| p.len() == 2)
             .ok_or_else(|| at(&format!("{what}: a span is not a [start, end] pair")))?;
         let num = |x: &Value| {
-            x.as_str()
-                .and_then(|s| s.trim().parse::<usize>().ok())
-                .or_else(|| x.as_u64().map(|u| u as usize))
+            x.as_str().and_then(|s| s.trim().parse::<usize>().ok()).or_else(|| x.as_u64().map(|u| u as usize))
         };
         match (num(&pair[0]), num(&pair[1])) {
             (Some(a), Some(b)) if a <= b && b < n => Ok((a, b)),
-            _ => Err(at(&format!(
-                "{what}: span {s} is not within turns 0..{}",
-                n.saturating_sub(1)
-            ))),
+            _ => Err(at(&format!("{what}: span {s} is not within turns 0..{}", n.saturating_sub(1)))),
         }
     };
     let mut starts = std::collections::BTreeSet::new();
-    for topic in v
-        .get("topic_list")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        for s in topic
-            .get("relevant_text_span")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
+    for topic in v.get("topic_list").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
+        for s in topic.get("relevant_text_span").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
             starts.insert(span(s, "topic")?.0);
         }
     }
     let mut probes = Vec::new();
-    for (qi, q) in v
-        .get("specific_query_list")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-        .iter()
-        .enumerate()
+    for (qi, q) in
+        v.get("specific_query_list").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default().iter().enumerate()
     {
         let probe_id = format!("{id}/s{}", qi + 1);
-        let question = q
-            .get("query")
-            .and_then(Value::as_str)
-            .ok_or_else(|| at(&format!("probe {probe_id}: missing `query`")))?;
+        let question =
+            q.get("query").and_then(Value::as_str).ok_or_else(|| at(&format!("probe {probe_id}: missing `query`")))?;
         let answer = q
             .get("answer")
             .and_then(Value::as_str)
             .ok_or_else(|| at(&format!("probe {probe_id}: missing `answer`")))?;
         let mut evidence = std::collections::BTreeSet::new();
-        for s in q
-            .get("relevant_text_span")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-        {
+        for s in q.get("relevant_text_span").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
             let (a, b) = span(s, &format!("probe {probe_id}"))?;
             evidence.extend(a..=b);
         }
@@ -142,11 +101,7 @@ pub fn qmsum(file: &str, id: &str, bytes: &[u8]) -> Result<Conversation, LoadErr
     let references = v
         .get("general_query_list")
         .and_then(Value::as_array)
-        .map(|qs| {
-            qs.iter()
-                .filter_map(|q| q.get("answer").and_then(Value::as_str).map(str::to_string))
-                .collect()
-        })
+        .map(|qs| qs.iter().filter_map(|q| q.get("answer").and_then(Value::as_str).map(str::to_string)).collect())
         .unwrap_or_default();
     validated(
         file,
@@ -164,36 +119,24 @@ pub fn qmsum(file: &str, id: &str, bytes: &[u8]) -> Result<Conversation, LoadErr
 /// TIAGE's `{dialog_id: [[utterance, label], ...]}`: label `1` starts a new topic.
 pub fn tiage(file: &str, bytes: &[u8]) -> Result<Vec<Conversation>, LoadError> {
     let v = parse_json(file, bytes)?;
-    let map = v
-        .as_object()
-        .ok_or_else(|| schema(file, "TIAGE: expected an object of dialogues".into()))?;
+    let map = v.as_object().ok_or_else(|| schema(file, "TIAGE: expected an object of dialogues".into()))?;
     let mut out = Vec::with_capacity(map.len());
     // Dialogue ids are numbers written as strings; order them numerically for stable output.
     let mut ids: Vec<&String> = map.keys().collect();
     ids.sort_by_key(|k| (k.parse::<u64>().unwrap_or(u64::MAX), (*k).clone()));
     for key in ids {
         let id = format!("tiage-{key}");
-        let rows = map[key].as_array().ok_or_else(|| {
-            schema(
-                file,
-                format!("transcript {id}: expected a list of [utterance, label]"),
-            )
-        })?;
+        let rows = map[key]
+            .as_array()
+            .ok_or_else(|| schema(file, format!("transcript {id}: expected a list of [utterance, label]")))?;
         let mut texts = Vec::with_capacity(rows.len());
         let mut starts = Vec::new();
         for (i, row) in rows.iter().enumerate() {
             let pair = row.as_array().filter(|p| p.len() == 2);
-            let (Some(text), Some(label)) = (
-                pair.and_then(|p| p[0].as_str()),
-                pair.and_then(|p| crate::strata::scalar_text(&p[1])),
-            ) else {
-                return Err(schema(
-                    file,
-                    format!(
-                        "transcript {id}: utterance {}: expected [text, label]",
-                        i + 1
-                    ),
-                ));
+            let (Some(text), Some(label)) =
+                (pair.and_then(|p| p[0].as_str()), pair.and_then(|p| crate::strata::scalar_text(&p[1])))
+            else {
+                return Err(schema(file, format!("transcript {id}: utterance {}: expected [text, label]", i + 1)));
             };
             if label.trim() == "1" && i > 0 {
                 starts.push(i);
@@ -202,15 +145,7 @@ pub fn tiage(file: &str, bytes: &[u8]) -> Result<Vec<Conversation>, LoadError> {
         }
         let turns = alternating(&id, texts);
         let boundaries = starts.iter().map(|&i| turns[i].id.clone()).collect();
-        out.push(validated(
-            file,
-            Conversation {
-                id,
-                turns,
-                boundaries,
-                ..Default::default()
-            },
-        )?);
+        out.push(validated(file, Conversation { id, turns, boundaries, ..Default::default() })?);
     }
     Ok(out)
 }
@@ -218,33 +153,19 @@ pub fn tiage(file: &str, bytes: &[u8]) -> Result<Vec<Conversation>, LoadError> {
 /// The dialogue segmentation hub's `[{dial_id, utterances, segments: [lengths]}]`.
 pub fn dialseg(file: &str, bytes: &[u8]) -> Result<Vec<Conversation>, LoadError> {
     let v = parse_json(file, bytes)?;
-    let items = v
-        .as_array()
-        .ok_or_else(|| schema(file, "dialseg: expected a list of dialogues".into()))?;
+    let items = v.as_array().ok_or_else(|| schema(file, "dialseg: expected a list of dialogues".into()))?;
     let mut out = Vec::with_capacity(items.len());
     for (index, d) in items.iter().enumerate() {
-        let id = d
-            .get("dial_id")
-            .and_then(crate::strata::scalar_text)
-            .unwrap_or_else(|| format!("dialogue-{index}"));
+        let id = d.get("dial_id").and_then(crate::strata::scalar_text).unwrap_or_else(|| format!("dialogue-{index}"));
         let utterances: Vec<String> = d
             .get("utterances")
             .and_then(Value::as_array)
-            .map(|u| {
-                u.iter()
-                    .filter_map(|x| x.as_str().map(str::to_string))
-                    .collect()
-            })
+            .map(|u| u.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
             .ok_or_else(|| schema(file, format!("transcript {id}: missing `utterances`")))?;
         let lengths: Vec<usize> = d
             .get("segments")
             .and_then(Value::as_array)
-            .map(|s| {
-                s.iter()
-                    .filter_map(Value::as_u64)
-                    .map(|x| x as usize)
-                    .collect()
-            })
+            .map(|s| s.iter().filter_map(Value::as_u64).map(|x| x as usize).collect())
             .ok_or_else(|| schema(file, format!("transcript {id}: missing `segments`")))?;
         if lengths.iter().sum::<usize>() != utterances.len() {
             return Err(LoadError::new(
@@ -264,15 +185,7 @@ pub fn dialseg(file: &str, bytes: &[u8]) -> Result<Vec<Conversation>, LoadError>
             at += len;
             boundaries.push(turns[at].id.clone());
         }
-        out.push(validated(
-            file,
-            Conversation {
-                id,
-                turns,
-                boundaries,
-                ..Default::default()
-            },
-        )?);
+        out.push(validated(file, Conversation { id, turns, boundaries, ..Default::default() })?);
     }
     Ok(out)
 }
@@ -280,11 +193,7 @@ pub fn dialseg(file: &str, bytes: &[u8]) -> Result<Vec<Conversation>, LoadError>
 /// One DialogSum row (`{fname, dialogue, summary | summary1..3}`): `#PersonN#: text` lines.
 pub fn dialogsum_row(file: &str, line: usize, row: &Value) -> Result<Conversation, LoadError> {
     let fail = |m: String| schema(file, m).at_line(Some(line));
-    let id = row
-        .get("fname")
-        .and_then(Value::as_str)
-        .ok_or_else(|| fail("missing `fname`".into()))?
-        .to_string();
+    let id = row.get("fname").and_then(Value::as_str).ok_or_else(|| fail("missing `fname`".into()))?.to_string();
     let dialogue = row
         .get("dialogue")
         .and_then(Value::as_str)
@@ -303,11 +212,7 @@ pub fn dialogsum_row(file: &str, line: usize, row: &Value) -> Result<Conversatio
                 continue;
             }
         }
-        let role = if speaker.as_deref() == Some("Person2") {
-            Role::Assistant
-        } else {
-            Role::User
-        };
+        let role = if speaker.as_deref() == Some("Person2") { Role::Assistant } else { Role::User };
         let mut turn = Turn::new(format!("{}", turns.len() + 1), role, content);
         turn.speaker = speaker;
         turns.push(turn);
@@ -319,14 +224,5 @@ pub fn dialogsum_row(file: &str, line: usize, row: &Value) -> Result<Conversatio
     if references.is_empty() {
         return Err(fail(format!("transcript {id}: no reference summary")));
     }
-    validated(
-        file,
-        Conversation {
-            id,
-            turns,
-            references,
-            ..Default::default()
-        },
-    )
-    .map_err(|e| e.at_line(Some(line)))
+    validated(file, Conversation { id, turns, references, ..Default::default() }).map_err(|e| e.at_line(Some(line)))
 }

@@ -47,13 +47,7 @@ impl std::error::Error for LoadError {}
 
 impl LoadError {
     pub(crate) fn new(file: &str, kind: LoadErrorKind, message: impl Into<String>) -> LoadError {
-        LoadError {
-            kind,
-            file: file.to_string(),
-            line: None,
-            column: None,
-            message: message.into(),
-        }
+        LoadError { kind, file: file.to_string(), line: None, column: None, message: message.into() }
     }
 
     pub(crate) fn at_line(mut self, line: Option<usize>) -> LoadError {
@@ -77,20 +71,14 @@ impl LoadError {
             _ => LoadErrorKind::Syntax,
         };
         let message = match e.classify() {
-            serde_json::error::Category::Eof => {
-                "unexpected end of file: the JSON is truncated".to_string()
-            }
+            serde_json::error::Category::Eof => "unexpected end of file: the JSON is truncated".to_string(),
             _ => strip_position(&e.to_string()),
         };
         LoadError {
             kind,
             file: file.to_string(),
             line: line.or(Some(e.line())),
-            column: if line.is_some() || e.line() == 0 {
-                None
-            } else {
-                Some(e.column())
-            },
+            column: if line.is_some() || e.line() == 0 { None } else { Some(e.column()) },
             message,
         }
     }

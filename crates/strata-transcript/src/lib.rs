@@ -62,12 +62,7 @@ pub fn load_path(path: &Path, format: Option<InputFormat>) -> Result<Loaded, Loa
 }
 
 /// Loads from bytes already in memory; `file` is the name errors use.
-pub fn load_bytes(
-    file: &str,
-    bytes: &[u8],
-    jsonl: bool,
-    format: Option<InputFormat>,
-) -> Result<Loaded, LoadError> {
+pub fn load_bytes(file: &str, bytes: &[u8], jsonl: bool, format: Option<InputFormat>) -> Result<Loaded, LoadError> {
     let text = error::utf8(file, bytes)?;
     if jsonl {
         let mut conversations = Vec::new();
@@ -75,14 +70,9 @@ pub fn load_bytes(
             conversations.push(item?);
         }
         error::unique_ids(file, &conversations)?;
-        return Ok(Loaded {
-            format: InputFormat::Strata,
-            conversations,
-            warnings: Vec::new(),
-        });
+        return Ok(Loaded { format: InputFormat::Strata, conversations, warnings: Vec::new() });
     }
-    let value: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| LoadError::syntax(file, None, &e))?;
+    let value: serde_json::Value = serde_json::from_str(text).map_err(|e| LoadError::syntax(file, None, &e))?;
     let format = match format {
         Some(f) => f,
         None => detect(&value).ok_or_else(|| {
@@ -94,21 +84,14 @@ pub fn load_bytes(
             )
         })?,
     };
-    let stem = Path::new(file)
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or("conversation");
+    let stem = Path::new(file).file_stem().and_then(|s| s.to_str()).unwrap_or("conversation");
     let loaded = match format {
-        InputFormat::Strata => Loaded {
-            format,
-            conversations: vec![strata::from_str(file, None, text)?],
-            warnings: Vec::new(),
-        },
-        InputFormat::OpenAiMessages => Loaded {
-            format,
-            conversations: vec![openai::from_value(file, stem, value)?],
-            warnings: Vec::new(),
-        },
+        InputFormat::Strata => {
+            Loaded { format, conversations: vec![strata::from_str(file, None, text)?], warnings: Vec::new() }
+        }
+        InputFormat::OpenAiMessages => {
+            Loaded { format, conversations: vec![openai::from_value(file, stem, value)?], warnings: Vec::new() }
+        }
         InputFormat::Locomo => locomo::from_value(file, value)?,
     };
     error::unique_ids(file, &loaded.conversations)?;
@@ -128,9 +111,7 @@ fn detect(value: &serde_json::Value) -> Option<InputFormat> {
         }
         serde_json::Value::Array(items) => match items.first() {
             None => Some(InputFormat::OpenAiMessages),
-            Some(serde_json::Value::Object(first)) if first.contains_key("role") => {
-                Some(InputFormat::OpenAiMessages)
-            }
+            Some(serde_json::Value::Object(first)) if first.contains_key("role") => Some(InputFormat::OpenAiMessages),
             Some(serde_json::Value::Object(first))
                 if first.contains_key("conversation") && first.contains_key("qa") =>
             {

@@ -39,15 +39,9 @@ pub(crate) fn from_value(file: &str, value: Value) -> Result<Loaded, LoadError> 
     let mut conversations = Vec::with_capacity(samples.len());
     let mut warnings = Vec::new();
     for (index, sample) in samples.iter().enumerate() {
-        let id = sample
-            .get("sample_id")
-            .and_then(scalar_text)
-            .unwrap_or_else(|| format!("sample-{index}"));
+        let id = sample.get("sample_id").and_then(scalar_text).unwrap_or_else(|| format!("sample-{index}"));
         let at = |msg: &str| schema(format!("transcript {id}: {msg}"));
-        let conv = sample
-            .get("conversation")
-            .and_then(Value::as_object)
-            .ok_or_else(|| at("missing `conversation`"))?;
+        let conv = sample.get("conversation").and_then(Value::as_object).ok_or_else(|| at("missing `conversation`"))?;
         let speaker = |key: &str| conv.get(key).and_then(Value::as_str).map(str::to_string);
         let (Some(a), Some(b)) = (speaker("speaker_a"), speaker("speaker_b")) else {
             return Err(at("missing `speaker_a` or `speaker_b`"));
@@ -65,17 +59,18 @@ pub(crate) fn from_value(file: &str, value: Value) -> Result<Loaded, LoadError> 
         let mut boundaries = Vec::new();
         for (n, session) in sessions {
             let key = format!("session_{n}_date_time");
-            let timestamp = match conv.get(&key).and_then(Value::as_str) {
-                Some(s) => Some(parse_locomo(s).ok_or_else(|| {
-                    at(&format!(
-                        "`{key}` = `{s}` is not a date-time like `1:56 pm on 8 May, 2023`"
-                    ))
-                })?),
-                None => {
-                    warnings.push(format!("{file}: transcript {id}: session {n} has no `{key}`; its turns carry no timestamp"));
-                    None
-                }
-            };
+            let timestamp =
+                match conv.get(&key).and_then(Value::as_str) {
+                    Some(s) => Some(parse_locomo(s).ok_or_else(|| {
+                        at(&format!("`{key}` = `{s}` is not a date-time like `1:56 pm on 8 May, 2023`"))
+                    })?),
+                    None => {
+                        warnings.push(format!(
+                            "{file}: transcript {id}: session {n} has no `{key}`; its turns carry no timestamp"
+                        ));
+                        None
+                    }
+                };
             for (i, t) in session.iter().enumerate() {
                 let turn_id = t
                     .get("dia_id")
@@ -94,9 +89,7 @@ pub(crate) fn from_value(file: &str, value: Value) -> Result<Loaded, LoadError> 
                 } else if who == b {
                     Role::Assistant
                 } else {
-                    return Err(at(&format!(
-                        "turn {turn_id}: speaker `{who}` is neither `{a}` nor `{b}`"
-                    )));
+                    return Err(at(&format!("turn {turn_id}: speaker `{who}` is neither `{a}` nor `{b}`")));
                 };
                 let mut content = text.to_string();
                 if let Some(caption) = t.get("blip_caption").and_then(Value::as_str) {
@@ -118,13 +111,8 @@ pub(crate) fn from_value(file: &str, value: Value) -> Result<Loaded, LoadError> 
         }
         let known: HashSet<&str> = turns.iter().map(|t| t.id.as_str()).collect();
         let mut probes = Vec::new();
-        for (qi, qa) in sample
-            .get("qa")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-            .unwrap_or_default()
-            .iter()
-            .enumerate()
+        for (qi, qa) in
+            sample.get("qa").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default().iter().enumerate()
         {
             let probe_id = format!("{id}/q{}", qi + 1);
             let question = qa
@@ -143,17 +131,9 @@ pub(crate) fn from_value(file: &str, value: Value) -> Result<Loaded, LoadError> 
             // `D:11:26`). Split on `;` and spaces, read `D<session>:<turn>` with numbers
             // normalised, keep what names a turn, and count the rest.
             let mut evidence = Vec::new();
-            for raw in qa
-                .get("evidence")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-            {
+            for raw in qa.get("evidence").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default() {
                 let raw = raw.as_str().unwrap_or_default();
-                for part in raw
-                    .split(|c: char| c == ';' || c.is_whitespace())
-                    .filter(|p| !p.is_empty())
-                {
+                for part in raw.split(|c: char| c == ';' || c.is_whitespace()).filter(|p| !p.is_empty()) {
                     match normalise_dia_id(part).filter(|id| known.contains(id.as_str())) {
                         Some(id) => evidence.push(id),
                         None => warnings.push(format!(
@@ -162,9 +142,7 @@ pub(crate) fn from_value(file: &str, value: Value) -> Result<Loaded, LoadError> 
                     }
                 }
                 if raw.trim().is_empty() {
-                    warnings.push(format!(
-                        "{file}: transcript {id}: probe {probe_id}: empty evidence id; skipped"
-                    ));
+                    warnings.push(format!("{file}: transcript {id}: probe {probe_id}: empty evidence id; skipped"));
                 }
             }
             let mut seen = HashSet::new();
@@ -175,43 +153,24 @@ pub(crate) fn from_value(file: &str, value: Value) -> Result<Loaded, LoadError> 
                 answer,
                 evidence,
                 after: None,
-                category: category_label
-                    .map(str::to_string)
-                    .or_else(|| category.map(|c| c.to_string())),
+                category: category_label.map(str::to_string).or_else(|| category.map(|c| c.to_string())),
                 adversarial_answer,
             });
         }
         let conversation = Conversation {
             id: id.clone(),
-            participants: vec![
-                Participant {
-                    name: a,
-                    role: None,
-                },
-                Participant {
-                    name: b,
-                    role: None,
-                },
-            ],
+            participants: vec![Participant { name: a, role: None }, Participant { name: b, role: None }],
             turns,
             probes,
             boundaries,
             references: Vec::new(),
         };
-        conversation.validate(true).map_err(|e| {
-            LoadError::new(
-                file,
-                LoadErrorKind::Invalid,
-                format!("transcript {id}: {e}"),
-            )
-        })?;
+        conversation
+            .validate(true)
+            .map_err(|e| LoadError::new(file, LoadErrorKind::Invalid, format!("transcript {id}: {e}")))?;
         conversations.push(conversation);
     }
-    Ok(Loaded {
-        format: InputFormat::Locomo,
-        conversations,
-        warnings,
-    })
+    Ok(Loaded { format: InputFormat::Locomo, conversations, warnings })
 }
 
 /// `D<session>:<turn>` with its numbers written without leading zeros, or `None`.

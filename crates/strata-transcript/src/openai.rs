@@ -68,28 +68,16 @@ fn content_text(v: &serde_json::Value) -> Option<String> {
         serde_json::Value::Null => Some(String::new()),
         serde_json::Value::String(s) => Some(s.clone()),
         serde_json::Value::Array(parts) => {
-            let texts: Vec<&str> = parts
-                .iter()
-                .filter_map(|p| p.get("text").and_then(|t| t.as_str()))
-                .collect();
+            let texts: Vec<&str> = parts.iter().filter_map(|p| p.get("text").and_then(|t| t.as_str())).collect();
             Some(texts.join("\n"))
         }
         _ => None,
     }
 }
 
-pub(crate) fn from_value(
-    file: &str,
-    id: &str,
-    value: serde_json::Value,
-) -> Result<Conversation, LoadError> {
-    let raw: RawMessages = serde_json::from_value(value).map_err(|e| {
-        LoadError::new(
-            file,
-            LoadErrorKind::Schema,
-            format!("not an array of chat messages: {e}"),
-        )
-    })?;
+pub(crate) fn from_value(file: &str, id: &str, value: serde_json::Value) -> Result<Conversation, LoadError> {
+    let raw: RawMessages = serde_json::from_value(value)
+        .map_err(|e| LoadError::new(file, LoadErrorKind::Schema, format!("not an array of chat messages: {e}")))?;
     let messages = match raw {
         RawMessages::Bare(m) | RawMessages::Wrapped { messages: m } => m,
     };
@@ -98,31 +86,15 @@ pub(crate) fn from_value(
         let turn_id = format!("m{}", index + 1);
         let at = format!("transcript {id}: message {turn_id} (index {index})");
         let role = match m.role.as_deref() {
-            None => {
-                return Err(LoadError::new(
-                    file,
-                    LoadErrorKind::Schema,
-                    format!("{at}: missing `role`"),
-                ))
-            }
+            None => return Err(LoadError::new(file, LoadErrorKind::Schema, format!("{at}: missing `role`"))),
             // Newer APIs call the system role `developer` and the old tool role `function`.
             Some("developer") => Role::System,
             Some("function") => Role::Tool,
-            Some(r) => Role::parse(r).ok_or_else(|| {
-                LoadError::new(
-                    file,
-                    LoadErrorKind::Schema,
-                    format!("{at}: unknown role `{r}`"),
-                )
-            })?,
+            Some(r) => Role::parse(r)
+                .ok_or_else(|| LoadError::new(file, LoadErrorKind::Schema, format!("{at}: unknown role `{r}`")))?,
         };
-        let content = content_text(&m.content).ok_or_else(|| {
-            LoadError::new(
-                file,
-                LoadErrorKind::Schema,
-                format!("{at}: `content` is not text"),
-            )
-        })?;
+        let content = content_text(&m.content)
+            .ok_or_else(|| LoadError::new(file, LoadErrorKind::Schema, format!("{at}: `content` is not text")))?;
         turns.push(Turn {
             id: turn_id,
             role,
@@ -133,17 +105,9 @@ pub(crate) fn from_value(
             tool_calls: m.tool_calls.into_iter().map(Into::into).collect(),
         });
     }
-    let conversation = Conversation {
-        id: id.to_string(),
-        turns,
-        ..Default::default()
-    };
-    conversation.validate(true).map_err(|e| {
-        LoadError::new(
-            file,
-            LoadErrorKind::Invalid,
-            format!("transcript {id}: {e}"),
-        )
-    })?;
+    let conversation = Conversation { id: id.to_string(), turns, ..Default::default() };
+    conversation
+        .validate(true)
+        .map_err(|e| LoadError::new(file, LoadErrorKind::Invalid, format!("transcript {id}: {e}")))?;
     Ok(conversation)
 }

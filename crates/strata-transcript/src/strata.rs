@@ -82,23 +82,13 @@ pub(crate) fn scalar_text(v: &serde_json::Value) -> Option<String> {
 }
 
 /// Parses one transcript from JSON text. `line` is the JSONL line it came from, if any.
-pub(crate) fn from_str(
-    file: &str,
-    line: Option<usize>,
-    text: &str,
-) -> Result<Conversation, LoadError> {
-    let raw: RawTranscript =
-        serde_json::from_str(text).map_err(|e| LoadError::syntax(file, line, &e))?;
+pub(crate) fn from_str(file: &str, line: Option<usize>, text: &str) -> Result<Conversation, LoadError> {
+    let raw: RawTranscript = serde_json::from_str(text).map_err(|e| LoadError::syntax(file, line, &e))?;
     convert(file, line, raw)
 }
 
-pub(crate) fn from_value(
-    file: &str,
-    line: Option<usize>,
-    value: serde_json::Value,
-) -> Result<Conversation, LoadError> {
-    let raw: RawTranscript =
-        serde_json::from_value(value).map_err(|e| LoadError::syntax(file, line, &e))?;
+pub(crate) fn from_value(file: &str, line: Option<usize>, value: serde_json::Value) -> Result<Conversation, LoadError> {
+    let raw: RawTranscript = serde_json::from_value(value).map_err(|e| LoadError::syntax(file, line, &e))?;
     convert(file, line, raw)
 }
 
@@ -116,18 +106,12 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
         return fail(LoadErrorKind::Schema, "transcript has no `id`".to_string());
     };
     let Some(raw_turns) = raw.turns else {
-        return fail(
-            LoadErrorKind::Schema,
-            format!("transcript {id}: missing `turns`"),
-        );
+        return fail(LoadErrorKind::Schema, format!("transcript {id}: missing `turns`"));
     };
     let mut turns = Vec::with_capacity(raw_turns.len());
     for (index, t) in raw_turns.into_iter().enumerate() {
         let Some(turn_id) = t.id.map(RawId::into_string) else {
-            return fail(
-                LoadErrorKind::Schema,
-                format!("transcript {id}: turn at index {index}: missing `id`"),
-            );
+            return fail(LoadErrorKind::Schema, format!("transcript {id}: turn at index {index}: missing `id`"));
         };
         let at = format!("transcript {id}: turn {turn_id}");
         let role = match t.role.as_deref() {
@@ -137,9 +121,7 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
                 None => {
                     return fail(
                         LoadErrorKind::Schema,
-                        format!(
-                            "{at}: unknown role `{r}` (expected system, user, assistant or tool)"
-                        ),
+                        format!("{at}: unknown role `{r}` (expected system, user, assistant or tool)"),
                     )
                 }
             },
@@ -151,12 +133,7 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
             None => None,
             Some(s) => match parse_rfc3339(s) {
                 Some(ts) => Some(ts),
-                None => {
-                    return fail(
-                        LoadErrorKind::Schema,
-                        format!("{at}: timestamp `{s}` is not RFC 3339"),
-                    )
-                }
+                None => return fail(LoadErrorKind::Schema, format!("{at}: timestamp `{s}` is not RFC 3339")),
             },
         };
         turns.push(Turn {
@@ -171,9 +148,7 @@ fn convert(file: &str, line: Option<usize>, raw: RawTranscript) -> Result<Conver
     }
     let mut probes = Vec::with_capacity(raw.probes.len());
     for (index, p) in raw.probes.into_iter().enumerate() {
-        let probe_id =
-            p.id.map(RawId::into_string)
-                .unwrap_or_else(|| format!("#{}", index + 1));
+        let probe_id = p.id.map(RawId::into_string).unwrap_or_else(|| format!("#{}", index + 1));
         let at = format!("transcript {id}: probe {probe_id}");
         let Some(question) = p.question else {
             return fail(LoadErrorKind::Schema, format!("{at}: missing `question`"));
@@ -223,12 +198,7 @@ impl<'a> JsonlReader<&'a [u8]> {
 
 impl<R: std::io::BufRead> JsonlReader<R> {
     pub fn new(file: &str, reader: R) -> JsonlReader<R> {
-        JsonlReader {
-            file: file.to_string(),
-            reader,
-            line_no: 0,
-            buf: String::new(),
-        }
+        JsonlReader { file: file.to_string(), reader, line_no: 0, buf: String::new() }
     }
 }
 
@@ -252,12 +222,9 @@ impl<R: std::io::BufRead> Iterator for JsonlReader<R> {
                 Ok(0) => return None,
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
-                    return Some(Err(LoadError::new(
-                        &self.file,
-                        LoadErrorKind::InvalidUtf8,
-                        "invalid UTF-8",
-                    )
-                    .at_line(line_no)));
+                    return Some(Err(
+                        LoadError::new(&self.file, LoadErrorKind::InvalidUtf8, "invalid UTF-8").at_line(line_no)
+                    ));
                 }
                 Err(e) => return Some(Err(LoadError::io(&self.file, &e).at_line(line_no))),
             }
@@ -272,10 +239,7 @@ impl<R: std::io::BufRead> Iterator for JsonlReader<R> {
             };
             let is_messages = value.get("messages").is_some() && value.get("turns").is_none();
             return Some(if is_messages {
-                let id = value
-                    .get("id")
-                    .and_then(scalar_text)
-                    .unwrap_or_else(|| format!("line-{}", self.line_no));
+                let id = value.get("id").and_then(scalar_text).unwrap_or_else(|| format!("line-{}", self.line_no));
                 crate::openai::from_value(&self.file, &id, value).map_err(|e| e.at_line(line_no))
             } else {
                 from_value(&self.file, line_no, value)

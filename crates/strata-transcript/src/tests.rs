@@ -52,15 +52,9 @@ fn strata_json_loads_with_every_field() {
 
 #[test]
 fn jsonl_holds_one_transcript_per_line() {
-    let one = crate::to_json(
-        &load_bytes("g.json", GOOD.as_bytes(), false, None)
-            .unwrap()
-            .conversations[0],
-    );
+    let one = crate::to_json(&load_bytes("g.json", GOOD.as_bytes(), false, None).unwrap().conversations[0]);
     let two = one.replace("arch-session-7", "other");
-    let text = format!(
-        "{one}\n\n{two}\n{{\"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}]}}\n"
-    );
+    let text = format!("{one}\n\n{two}\n{{\"messages\": [{{\"role\": \"user\", \"content\": \"hi\"}}]}}\n");
     let loaded = load_bytes("d.jsonl", text.as_bytes(), true, None).unwrap();
     let ids: Vec<_> = loaded.conversations.iter().map(|c| c.id.as_str()).collect();
     assert_eq!(ids, ["arch-session-7", "other", "line-4"]);
@@ -87,7 +81,9 @@ fn openai_messages_load_with_tool_calls() {
         "chat.json",
         r#"[{"role": "tool", "tool_call_id": "call_1", "content": "x"}]"#,
         LoadErrorKind::Invalid,
-        expect!["chat.json: transcript chat: turn m1: tool_call_id `call_1` matches no earlier assistant turn or tool call"],
+        expect![
+            "chat.json: transcript chat: turn m1: tool_call_id `call_1` matches no earlier assistant turn or tool call"
+        ],
     );
 }
 
@@ -103,7 +99,8 @@ fn truncated_json_names_the_line() {
 
 #[test]
 fn invalid_utf8_names_line_and_byte() {
-    let bytes = b"{\"id\": \"a\",\n\"turns\": [{\"id\": \"t1\", \"role\": \"user\", \"content\": \"ok \xff\"}]}".to_vec();
+    let bytes =
+        b"{\"id\": \"a\",\n\"turns\": [{\"id\": \"t1\", \"role\": \"user\", \"content\": \"ok \xff\"}]}".to_vec();
     let e = err("u.json", &bytes);
     expect!["u.json:2:55: invalid UTF-8 at byte 66"].assert_eq(&e.to_string());
     assert_eq!(e.kind, LoadErrorKind::InvalidUtf8);
@@ -137,21 +134,23 @@ fn decreasing_timestamps_are_rejected() {
             {"id": "t1", "role": "user", "content": "x", "timestamp": "2026-03-02T09:00:00Z"},
             {"id": "t2", "role": "user", "content": "y", "timestamp": "2026-03-02T08:59:59Z"}]}"#,
         LoadErrorKind::Invalid,
-        expect!["ts.json: transcript a: turn t2: timestamp 1772441999 is earlier than the previous turn t1's 1772442000"],
+        expect![
+            "ts.json: transcript a: turn t2: timestamp 1772441999 is earlier than the previous turn t1's 1772442000"
+        ],
     );
 }
 
 #[test]
 fn a_50_mb_turn_is_rejected() {
     let big = "x".repeat(50 * 1024 * 1024);
-    let text = format!(
-        r#"{{"id": "a", "turns": [{{"id": "huge", "role": "user", "content": "{big}"}}]}}"#
-    );
+    let text = format!(r#"{{"id": "a", "turns": [{{"id": "huge", "role": "user", "content": "{big}"}}]}}"#);
     check_err(
         "big.json",
         &text,
         LoadErrorKind::Invalid,
-        expect!["big.json: transcript a: turn huge: content is 52428800 bytes, over the limit of 16777216 bytes per turn"],
+        expect![
+            "big.json: transcript a: turn huge: content is 52428800 bytes, over the limit of 16777216 bytes per turn"
+        ],
     );
 }
 
@@ -229,21 +228,11 @@ fn locomo_shape_becomes_transcripts() {
     assert_eq!(loaded.format, InputFormat::Locomo);
     let c = &loaded.conversations[0];
     let ids: Vec<_> = c.turns.iter().map(|t| t.id.as_str()).collect();
-    assert_eq!(
-        ids,
-        ["D1:1", "D1:2", "D2:1", "D10:1"],
-        "sessions in numeric order"
-    );
+    assert_eq!(ids, ["D1:1", "D1:2", "D2:1", "D10:1"], "sessions in numeric order");
     assert_eq!(c.turns[1].role, Role::Assistant);
     assert_eq!(c.turns[3].content, "Look [shares a photo: a dog]");
-    assert_eq!(
-        crate::format_rfc3339(c.turns[0].timestamp.unwrap()),
-        "2022-05-08T13:56:00Z"
-    );
-    assert_eq!(
-        crate::format_rfc3339(c.turns[3].timestamp.unwrap()),
-        "2023-06-01T12:05:00Z"
-    );
+    assert_eq!(crate::format_rfc3339(c.turns[0].timestamp.unwrap()), "2022-05-08T13:56:00Z");
+    assert_eq!(crate::format_rfc3339(c.turns[3].timestamp.unwrap()), "2023-06-01T12:05:00Z");
     assert_eq!(c.boundaries, ["D1:1", "D2:1", "D10:1"]);
     assert_eq!(c.probes[0].answer, "2022");
     assert_eq!(c.probes[0].evidence, ["D1:1", "D2:1"]);
@@ -261,19 +250,14 @@ fn locomo_shape_becomes_transcripts() {
 /// The real LoCoMo file, from `../shared/datasets` (or `STRATA_DATA`).
 #[test]
 fn real_locomo_loads_with_its_known_pitfalls_counted() {
-    let data = std::env::var("STRATA_DATA").unwrap_or_else(|_| {
-        concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets").to_string()
-    });
+    let data = std::env::var("STRATA_DATA")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/datasets").to_string());
     let path = std::path::Path::new(&data).join("locomo/locomo10.json");
     let loaded = load_path(&path, None).unwrap();
     assert_eq!(loaded.conversations.len(), 10);
     let turns: usize = loaded.conversations.iter().map(|c| c.turns.len()).sum();
     let probes: usize = loaded.conversations.iter().map(|c| c.probes.len()).sum();
-    let sessions: usize = loaded
-        .conversations
-        .iter()
-        .map(|c| c.boundaries.len())
-        .sum();
+    let sessions: usize = loaded.conversations.iter().map(|c| c.boundaries.len()).sum();
     assert_eq!((turns, probes, sessions), (5882, 1986, 272));
     // The dataset's README lists 9 malformed references. Splitting `D8:6; D9:17` and
     // `D9:1 D4:4 D4:6` and reading `D30:05` as `D30:5` recovers most; four name no turn at all

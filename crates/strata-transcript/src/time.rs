@@ -6,9 +6,7 @@ use time::OffsetDateTime;
 
 /// Parses an RFC 3339 date-time (any offset) into UTC seconds.
 pub fn parse_rfc3339(s: &str) -> Option<Timestamp> {
-    OffsetDateTime::parse(s, &Rfc3339)
-        .ok()
-        .map(|t| Timestamp(t.unix_timestamp()))
+    OffsetDateTime::parse(s, &Rfc3339).ok().map(|t| Timestamp(t.unix_timestamp()))
 }
 
 /// Formats UTC seconds as RFC 3339 (`2026-03-02T09:00:00Z`).
@@ -53,9 +51,5 @@ pub(crate) fn parse_locomo(s: &str) -> Option<Timestamp> {
     let year: i32 = parts.next()?.parse().ok()?;
     let date = time::Date::from_calendar_date(year, month, day).ok()?;
     let t = time::Time::from_hms(h, m, 0).ok()?;
-    Some(Timestamp(
-        time::PrimitiveDateTime::new(date, t)
-            .assume_utc()
-            .unix_timestamp(),
-    ))
+    Some(Timestamp(time::PrimitiveDateTime::new(date, t).assume_utc().unix_timestamp()))
 }

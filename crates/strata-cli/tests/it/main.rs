@@ -4,10 +4,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 fn strata(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_strata"))
-        .args(args)
-        .output()
-        .expect("strata runs")
+    Command::new(env!("CARGO_BIN_EXE_strata")).args(args).output().expect("strata runs")
 }
 
 fn data_dir() -> PathBuf {
@@ -17,10 +14,7 @@ fn data_dir() -> PathBuf {
 }
 
 fn locomo() -> String {
-    data_dir()
-        .join("locomo/locomo10.json")
-        .display()
-        .to_string()
+    data_dir().join("locomo/locomo10.json").display().to_string()
 }
 
 /// Writes `bytes` to a file named `name` in a fresh temporary directory.
@@ -39,35 +33,28 @@ fn assert_rejected(name: &str, bytes: &[u8], place: &str) {
     assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
     assert!(out.stdout.is_empty(), "{name}: half-written output");
     assert_eq!(stderr.lines().count(), 1, "{name}: one line: {stderr}");
-    assert!(
-        stderr.starts_with(&format!("error: {path}")),
-        "{name}: names the file: {stderr}"
-    );
+    assert!(stderr.starts_with(&format!("error: {path}")), "{name}: names the file: {stderr}");
     assert!(stderr.contains(place), "{name}: names `{place}`: {stderr}");
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
 #[test]
 fn truncated_json_is_rejected() {
-    assert_rejected(
-        "t.json",
-        br#"{"id": "a", "turns": [{"id": "t1", "role": "us"#,
-        ":1:",
-    );
+    assert_rejected("t.json", br#"{"id": "a", "turns": [{"id": "t1", "role": "us"#, ":1:");
 }
 
 #[test]
 fn invalid_utf8_is_rejected() {
-    assert_rejected("u.json", b"{\"id\": \"a\", \"turns\": [{\"id\": \"t1\", \"role\": \"user\", \"content\": \"\xc3\x28\"}]}", "invalid UTF-8");
+    assert_rejected(
+        "u.json",
+        b"{\"id\": \"a\", \"turns\": [{\"id\": \"t1\", \"role\": \"user\", \"content\": \"\xc3\x28\"}]}",
+        "invalid UTF-8",
+    );
 }
 
 #[test]
 fn missing_role_is_rejected() {
-    assert_rejected(
-        "r.json",
-        br#"{"id": "a", "turns": [{"id": "t7", "content": "x"}]}"#,
-        "turn t7: missing `role`",
-    );
+    assert_rejected("r.json", br#"{"id": "a", "turns": [{"id": "t7", "content": "x"}]}"#, "turn t7: missing `role`");
 }
 
 #[test]
@@ -86,24 +73,14 @@ fn decreasing_timestamps_are_rejected() {
 
 #[test]
 fn a_50_mb_turn_is_rejected() {
-    let text = format!(
-        r#"{{"id": "a", "turns": [{{"id": "huge", "role": "user", "content": "{}"}}]}}"#,
-        "y".repeat(50 << 20)
-    );
-    assert_rejected(
-        "big.json",
-        text.as_bytes(),
-        "turn huge: content is 52428800 bytes",
-    );
+    let text =
+        format!(r#"{{"id": "a", "turns": [{{"id": "huge", "role": "user", "content": "{}"}}]}}"#, "y".repeat(50 << 20));
+    assert_rejected("big.json", text.as_bytes(), "turn huge: content is 52428800 bytes");
 }
 
 #[test]
 fn unknown_format_marker_is_rejected() {
-    assert_rejected(
-        "f.json",
-        br#"{"format": "strata.transcript/9", "id": "a", "turns": []}"#,
-        "unknown format marker",
-    );
+    assert_rejected("f.json", br#"{"format": "strata.transcript/9", "id": "a", "turns": []}"#, "unknown format marker");
 }
 
 #[test]
@@ -133,39 +110,19 @@ fn unknown_strategy_and_tokenizer_exit_2() {
 
 #[test]
 fn locomo_window_at_2000_fits_the_budget() {
-    let out = strata(&[
-        "compress",
-        &locomo(),
-        "--strategy",
-        "window",
-        "--budget",
-        "2000",
-        "--format",
-        "json",
-        "--explain",
-    ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out =
+        strata(&["compress", &locomo(), "--strategy", "window", "--budget", "2000", "--format", "json", "--explain"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let contexts: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(contexts.len(), 10);
     for ctx in &contexts {
         let blocks = ctx["blocks"].as_array().unwrap();
-        let sum: u64 = blocks
-            .iter()
-            .map(|b| b["tokens"].as_u64().unwrap())
-            .sum::<u64>()
-            + ctx["overhead"].as_u64().unwrap();
+        let sum: u64 =
+            blocks.iter().map(|b| b["tokens"].as_u64().unwrap()).sum::<u64>() + ctx["overhead"].as_u64().unwrap();
         assert!(sum <= 2000 && sum > 1800, "{sum}");
     }
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("conv-26: strategy window, budget 2000, o200k_base:"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("conv-26: strategy window, budget 2000, o200k_base:"), "{stderr}");
     assert!(stderr.contains("verbatim_turn"));
 }
 
@@ -190,18 +147,12 @@ fn messages_output_is_an_openai_array() {
     // The same file through `tokens`: the totals match what compress counted.
     let out = strata(&["tokens", &path]);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        stdout.contains("a: 3 turns, 24 tokens (o200k_base"),
-        "{stdout}"
-    );
+    assert!(stdout.contains("a: 3 turns, 24 tokens (o200k_base"), "{stdout}");
 }
 
 #[test]
 fn config_files_change_the_strategy() {
-    let (_dir, cfg) = file(
-        "c.toml",
-        b"[recent-8-summary-12]\nrecent = 1\nsummarized = 1\n",
-    );
+    let (_dir, cfg) = file("c.toml", b"[recent-8-summary-12]\nrecent = 1\nsummarized = 1\n");
     let text = br#"[{"role": "user", "content": "one"}, {"role": "assistant", "content": "1"},
                     {"role": "user", "content": "two"}, {"role": "assistant", "content": "2"},
                     {"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]"#;
@@ -218,12 +169,7 @@ fn config_files_change_the_strategy() {
         "--format",
         "text",
     ]);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
         "system: Conversation Summary (earlier context):\nTopics discussed: two\nKey points: 2\n\nsystem: Recent conversation details:\nQ: three\nA: 3\n"
@@ -234,14 +180,12 @@ fn config_files_change_the_strategy() {
 }
 
 fn probes_suite() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../datasets/probes/probes.jsonl")
-        .display()
-        .to_string()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/probes/probes.jsonl").display().to_string()
 }
 
+/// `strata eval` without the model-based topic detectors, so that these tests need no weights.
 fn eval(args: &[&str]) -> Output {
-    let mut all = vec!["eval", "--quiet"];
+    let mut all = vec!["eval", "--quiet", "--segmenter", "none,even-10"];
     all.extend_from_slice(args);
     strata(&all)
 }
@@ -268,72 +212,33 @@ fn eval_gate_fails_on_a_doctored_baseline_and_names_the_metric() {
         out.to_str().unwrap(),
     ];
     let first = eval(&args);
-    assert_eq!(
-        first.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&first.stderr)
-    );
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
     let table = String::from_utf8_lossy(&first.stdout);
-    assert!(
-        table.contains("| probes | full | 2000 | agnostic | 206 | 1.000 | 1.000 |"),
-        "{table}"
-    );
+    assert!(table.contains("| probes | full | 2000 | agnostic | 206 | 1.000 | 1.000 |"), "{table}");
     // The same run against its own results passes the gate.
     let baseline = out.join("results.json");
     let mut with_gate = args.to_vec();
-    with_gate.extend([
-        "--baseline",
-        baseline.to_str().unwrap(),
-        "--tolerance",
-        "0.01",
-    ]);
+    with_gate.extend(["--baseline", baseline.to_str().unwrap(), "--tolerance", "0.01"]);
     let again = eval(&with_gate);
-    assert_eq!(
-        again.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&again.stderr)
-    );
+    assert_eq!(again.status.code(), Some(0), "{}", String::from_utf8_lossy(&again.stderr));
     assert!(String::from_utf8_lossy(&again.stdout).contains("gate: no metric fell"));
     // A baseline that claims more than the strategy does: exit 1, naming run and metric.
     let mut doctored = results(&out);
-    let window = doctored["runs"]
-        .as_array_mut()
-        .unwrap()
-        .iter_mut()
-        .find(|r| r["strategy"] == "window")
-        .unwrap();
+    let window = doctored["runs"].as_array_mut().unwrap().iter_mut().find(|r| r["strategy"] == "window").unwrap();
     let was = window["answer_recall"].as_f64().unwrap();
     window["answer_recall"] = serde_json::json!(was + 0.05);
     let doctored_path = dir.path().join("doctored.json");
     std::fs::write(&doctored_path, serde_json::to_string(&doctored).unwrap()).unwrap();
     let mut gated = args.to_vec();
-    gated.extend([
-        "--baseline",
-        doctored_path.to_str().unwrap(),
-        "--tolerance",
-        "0.01",
-    ]);
+    gated.extend(["--baseline", doctored_path.to_str().unwrap(), "--tolerance", "0.01"]);
     let failed = eval(&gated);
     let stderr = String::from_utf8_lossy(&failed.stderr);
     assert_eq!(failed.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("probes/window/2000/agnostic: answer_recall fell from"),
-        "{stderr}"
-    );
-    assert!(
-        !stderr.contains("evidence_recall fell"),
-        "only the doctored metric: {stderr}"
-    );
+    assert!(stderr.contains("probes/window/2000/agnostic: answer_recall fell from"), "{stderr}");
+    assert!(!stderr.contains("evidence_recall fell"), "only the doctored metric: {stderr}");
     // Within the tolerance, the same baseline passes.
     let mut tolerant = args.to_vec();
-    tolerant.extend([
-        "--baseline",
-        doctored_path.to_str().unwrap(),
-        "--tolerance",
-        "0.06",
-    ]);
+    tolerant.extend(["--baseline", doctored_path.to_str().unwrap(), "--tolerance", "0.06"]);
     assert_eq!(eval(&tolerant).status.code(), Some(0));
 }
 
@@ -357,31 +262,17 @@ fn eval_shards_merge_into_the_numbers_of_one_run() {
             args.extend(["--shard", s]);
         }
         let o = eval(&args);
-        assert_eq!(
-            o.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&o.stderr)
-        );
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
         out
     };
     let whole = run("whole", None);
-    let parts = [
-        run("s1", Some("1/3")),
-        run("s2", Some("2/3")),
-        run("s3", Some("3/3")),
-    ];
+    let parts = [run("s1", Some("1/3")), run("s2", Some("2/3")), run("s3", Some("3/3"))];
     let merged = dir.path().join("merged");
     let mut args = vec!["eval", "merge"];
     args.extend(parts.iter().map(|p| p.to_str().unwrap()));
     args.extend(["--out", merged.to_str().unwrap()]);
     let o = strata(&args);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     // Build times differ between any two runs; every other number must be identical.
     let strip = |mut v: serde_json::Value| {
         for r in v["runs"].as_array_mut().unwrap() {
@@ -410,28 +301,13 @@ fn eval_shards_merge_into_the_numbers_of_one_run() {
 fn eval_rejects_a_broken_dataset_line_without_writing_results() {
     let good = std::fs::read_to_string(probes_suite()).unwrap();
     let first = good.lines().next().unwrap();
-    let (dir, path) = file(
-        "broken.jsonl",
-        format!("{first}\n{{\"id\": \"x\", \"turns\": [\n").as_bytes(),
-    );
+    let (dir, path) = file("broken.jsonl", format!("{first}\n{{\"id\": \"x\", \"turns\": [\n").as_bytes());
     let out = dir.path().join("out");
-    let o = eval(&[
-        "--dataset",
-        &path,
-        "--strategy",
-        "window",
-        "--budget",
-        "1000",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let o = eval(&["--dataset", &path, "--strategy", "window", "--budget", "1000", "--out", out.to_str().unwrap()]);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(o.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains(&format!("{path}:2: ")), "{stderr}");
-    assert!(
-        !out.join("results.json").exists(),
-        "no half-written results"
-    );
+    assert!(!out.join("results.json").exists(), "no half-written results");
 }
 
 #[test]
@@ -451,27 +327,15 @@ fn eval_counts_unknown_locomo_evidence_as_warnings() {
         "--data-dir",
         data_dir().to_str().unwrap(),
     ]);
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
     let r = results(out.path());
     assert_eq!(r["warnings"].as_array().unwrap().len(), 4);
     assert_eq!(r["runs"][0]["evidence_recall"], 1.0);
     assert_eq!(r["runs"][0]["probes"], 1540);
-    assert_eq!(
-        r["datasets"]["locomo"],
-        "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
-    );
-    for name in [
-        "results.csv",
-        "records.jsonl",
-        "builds.jsonl",
-        "pareto-locomo-agnostic.svg",
-        "categories-locomo-agnostic.svg",
-    ] {
+    assert_eq!(r["datasets"]["locomo"], "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4");
+    for name in
+        ["results.csv", "records.jsonl", "builds.jsonl", "pareto-locomo-agnostic.svg", "categories-locomo-agnostic.svg"]
+    {
         assert!(out.path().join(name).exists(), "{name}");
     }
 }

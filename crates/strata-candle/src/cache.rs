@@ -1,0 +1,176 @@
+//! Embeddings kept on disk by content hash and model id, so re-running an eval recomputes
+//! nothing.
+//!
+//! One append-only file per model: records of a 32-byte key (sha256 of the model id and the
+//! text) followed by the vector as little-endian f32. The file is read whole when opened; new
+//! vectors are appended and flushed after each call. A torn last record (a crash mid-write) is
+//! ignored and overwritten by the next append, so the cache can lose at most what was being
+//! written, never corrupt what was there.
+
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use sha2::{Digest, Sha256};
+use strata_core::{EmbedError, Embedder};
+
+use crate::ModelError;
+
+type Key = [u8; 32];
+
+struct Store {
+    vectors: HashMap<Key, Vec<f32>>,
+    file: File,
+}
+
+/// An [`Embedder`] that answers from a disk cache and asks `inner` only for texts it has not
+/// seen.
+pub struct CachedEmbedder<E> {
+    inner: E,
+    path: PathBuf,
+    store: Mutex<Store>,
+}
+
+impl<E: Embedder> std::fmt::Debug for CachedEmbedder<E> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedEmbedder").field("model", &self.inner.model_id()).field("path", &self.path).finish()
+    }
+}
+
+fn key(model: &str, text: &str) -> Key {
+    let mut h = Sha256::new();
+    h.update(model.as_bytes());
+    h.update([0u8]);
+    h.update(text.as_bytes());
+    h.finalize().into()
+}
+
+impl<E: Embedder> CachedEmbedder<E> {
+    /// Opens (or creates) the cache for `inner`'s model under `dir`.
+    pub fn open(inner: E, dir: &Path) -> Result<CachedEmbedder<E>, ModelError> {
+        let name: String = inner
+            .model_id()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '+' { c } else { '_' })
+            .collect();
+        let path = dir.join(format!("embeddings-{name}-{}.bin", inner.dim()));
+        let io = |e: std::io::Error| ModelError::Load { path: path.clone(), message: e.to_string() };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let mut file =
+            OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(io)?;
+        let record = 32 + 4 * inner.dim();
+        let whole = bytes.len() / record * record;
+        let mut vectors = HashMap::with_capacity(whole / record);
+        for r in bytes[..whole].chunks_exact(record) {
+            let k: Key = r[..32].try_into().expect("32 bytes");
+            let v = r[32..].chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes"))).collect();
+            vectors.insert(k, v);
+        }
+        // Appends continue after the last whole record, over any torn tail.
+        file.seek(SeekFrom::Start(whole as u64)).map_err(io)?;
+        file.set_len(whole as u64).map_err(io)?;
+        Ok(CachedEmbedder { inner, path, store: Mutex::new(Store { vectors, file }) })
+    }
+
+    /// How many vectors the cache holds.
+    pub fn len(&self) -> usize {
+        self.store.lock().map(|s| s.vectors.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn inner(&self) -> &E {
+        &self.inner
+    }
+}
+
+impl<E: Embedder> Embedder for CachedEmbedder<E> {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let model = self.inner.model_id();
+        let keys: Vec<Key> = texts.iter().map(|t| key(model, t)).collect();
+        let missing: Vec<usize> = {
+            let store = self.store.lock().map_err(|_| poisoned(model))?;
+            let mut seen = std::collections::HashSet::new();
+            (0..texts.len()).filter(|&i| !store.vectors.contains_key(&keys[i]) && seen.insert(keys[i])).collect()
+        };
+        if !missing.is_empty() {
+            // The model runs outside the lock, so other threads keep reading the cache.
+            let fresh = self.inner.embed(&missing.iter().map(|&i| texts[i]).collect::<Vec<_>>())?;
+            let mut store = self.store.lock().map_err(|_| poisoned(model))?;
+            let mut buf = Vec::with_capacity(missing.len() * (32 + 4 * self.dim()));
+            for (&i, v) in missing.iter().zip(&fresh) {
+                buf.extend_from_slice(&keys[i]);
+                v.iter().for_each(|x| buf.extend_from_slice(&x.to_le_bytes()));
+            }
+            // A cache that cannot be written still answers; it only stops saving work.
+            let _ = store.file.write_all(&buf).and_then(|()| store.file.flush());
+            for (&i, v) in missing.iter().zip(fresh) {
+                store.vectors.insert(keys[i], v);
+            }
+        }
+        let store = self.store.lock().map_err(|_| poisoned(model))?;
+        Ok(keys.iter().map(|k| store.vectors[k].clone()).collect())
+    }
+}
+
+fn poisoned(model: &str) -> EmbedError {
+    EmbedError::Backend { model: model.to_string(), message: "embedding cache lock poisoned".to_string() }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Counts calls; vectors are the text's length and its first byte.
+    struct Counting(AtomicUsize);
+
+    impl Embedder for Counting {
+        fn model_id(&self) -> &str {
+            "counting"
+        }
+        fn dim(&self) -> usize {
+            2
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.0.fetch_add(texts.len(), Ordering::SeqCst);
+            Ok(texts.iter().map(|t| vec![t.len() as f32, f32::from(t.bytes().next().unwrap_or(0))]).collect())
+        }
+    }
+
+    #[test]
+    fn vectors_survive_reopening_and_torn_tails() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CachedEmbedder::open(Counting(AtomicUsize::new(0)), dir.path()).unwrap();
+        let v = cache.embed(&["ab", "c", "ab"]).unwrap();
+        assert_eq!(v, vec![vec![2.0, 97.0], vec![1.0, 99.0], vec![2.0, 97.0]]);
+        assert_eq!(cache.inner().0.load(Ordering::SeqCst), 2, "a repeated text is embedded once");
+        let path = cache.path.clone();
+        drop(cache);
+        // A crash mid-append leaves a partial record.
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&[1, 2, 3]).unwrap();
+        drop(f);
+        let again = CachedEmbedder::open(Counting(AtomicUsize::new(0)), dir.path()).unwrap();
+        assert_eq!(again.len(), 2);
+        assert_eq!(again.embed(&["c", "ab"]).unwrap(), vec![vec![1.0, 99.0], vec![2.0, 97.0]]);
+        assert_eq!(again.inner().0.load(Ordering::SeqCst), 0, "answered from disk");
+        again.embed(&["new"]).unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().len() as usize, 3 * (32 + 8), "the torn tail was overwritten");
+    }
+}

@@ -1,0 +1,37 @@
+//! The one crate that knows candle and model weights.
+//!
+//! [`BertEmbedder`] implements [`strata_core::Embedder`] for BERT-family sentence models
+//! (all-MiniLM-L6-v2 by default): WordPiece tokens from the model's `tokenizer.json`, a BERT
+//! encoder run through candle on the CPU, mean pooling over real tokens, L2 normalisation.
+//! Sentences are sorted by length and batched so that a batch pads only to its own longest
+//! sentence. [`CachedEmbedder`] keeps vectors on disk by content hash and model id, so that a
+//! second eval run computes nothing. Weights are found by [`locate`]: an explicit folder,
+//! `STRATA_MODELS`, the project's `models/`, then the Hugging Face Hub for users online; pinned
+//! files are checked against their sha256 before use.
+
+mod bert;
+mod cache;
+mod kernels;
+mod weights;
+
+pub use bert::{BertEmbedder, EmbedderConfig, Precision};
+pub use cache::CachedEmbedder;
+pub use weights::{locate, verify, ModelSpec, MINILM};
+
+use std::path::PathBuf;
+
+/// Why a model could not be used. Messages name the file and the command that fixes it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    #[error("{}: missing; run `cargo xtask fetch-models` to fetch it", path.display())]
+    Missing { path: PathBuf },
+    #[error("{}: {size} bytes where {expected} were expected, so the file is truncated or not the pinned one; run `cargo xtask fetch-models` to fetch it again", path.display())]
+    WrongSize { path: PathBuf, size: u64, expected: u64 },
+    #[error("{}: sha256 {got} does not match the pinned {expected}; run `cargo xtask fetch-models` to fetch it again", path.display())]
+    WrongHash { path: PathBuf, got: String, expected: String },
+    #[error("{}: {message}", path.display())]
+    Load { path: PathBuf, message: String },
+    #[error("model {model}: {message}")]
+    Run { model: String, message: String },
+}

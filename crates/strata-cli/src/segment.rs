@@ -1,0 +1,73 @@
+//! `strata segment`: topic segments of a transcript, with the cause of each boundary.
+
+use std::fmt::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Result;
+use strata_candle::{BertEmbedder, CachedEmbedder, EmbedderConfig, MINILM};
+use strata_core::Embedder;
+
+use crate::input::{load, Input};
+use crate::BadInput;
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct Args {
+    #[command(flatten)]
+    input: Input,
+    /// The detector: combined (depth, cue phrases, time gaps), depth, fixed (the seed's
+    /// cosine-below-0.7 rule), or depth-W-C / fixed-T with explicit parameters.
+    #[arg(long, default_value = "combined")]
+    method: String,
+    /// Also show each boundary's score and the opening words of the turn it starts at.
+    #[arg(long)]
+    explain: bool,
+    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    #[arg(long, value_name = "DIR")]
+    models_dir: Option<PathBuf>,
+}
+
+pub(crate) fn run(args: Args) -> Result<String> {
+    let config = strata_eval::segmentation::detector_config(&args.method).ok_or_else(|| {
+        BadInput(format!("unknown method `{}`: expected combined, depth, fixed, depth-W-C or fixed-T", args.method))
+    })?;
+    let loaded = load(&args.input)?;
+    let models = args
+        .models_dir
+        .or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("models"));
+    let dir = strata_candle::locate(Some(&models.join(MINILM.folder)), &MINILM)?;
+    let model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default())?;
+    let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::open(model, &models.join(".cache"))?);
+    let mut out = String::new();
+    for c in &loaded.conversations {
+        let boundaries = strata_topic::detect(&c.turns, &*embedder, &config)?;
+        writeln!(
+            out,
+            "# {} ({} turns, {} segments, method {})",
+            c.id,
+            c.turns.len(),
+            boundaries.len() + 1,
+            args.method
+        )?;
+        let mut starts: Vec<usize> = vec![0];
+        starts.extend(boundaries.iter().map(|b| b.index));
+        for (k, &start) in starts.iter().enumerate() {
+            let end = starts.get(k + 1).copied().unwrap_or(c.turns.len());
+            if c.turns.is_empty() {
+                break;
+            }
+            let (first, last) = (&c.turns[start].id, &c.turns[end - 1].id);
+            let cause = match k {
+                0 => "start of the conversation".to_string(),
+                _ => boundaries[k - 1].cause.to_string(),
+            };
+            writeln!(out, "segment {}: {first}..{last} ({} turns): {cause}", k + 1, end - start)?;
+            if args.explain && k > 0 {
+                let opening: String = c.turns[start].content.chars().take(80).collect();
+                writeln!(out, "    score {:.3}; opens with: {opening:?}", boundaries[k - 1].score)?;
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,263 @@
+//! Topic-shift detection over any [`Embedder`]: where a conversation changes subject.
+//!
+//! Four signals, each reported as the cause of the boundaries it finds:
+//! - the seed's fixed rule: cosine similarity below 0.7 between consecutive turns;
+//! - depth scores in the manner of TextTiling (Hearst 1997), over embeddings instead of word
+//!   counts: at each gap, the similarity of the mean embedding of the `window` turns before it
+//!   to that of the `window` turns after it; a gap is as deep as the similarity climbs on both
+//!   sides of it; gaps deeper than `mean − cutoff·std` of the depths are boundaries, at least
+//!   `min_segment` turns apart, deepest first;
+//! - cue phrases that announce a change ("let's switch to", "new topic", "moving on", ...);
+//! - time gaps (30 minutes by default).
+//!
+//! Nothing here reads a file or a clock: turns, their timestamps and the embedder come in,
+//! boundaries with their scores and causes go out.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use strata_core::{EmbedError, Embedder, Turn};
+
+/// Why a boundary is there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Cause {
+    /// Consecutive turns less similar than the fixed threshold.
+    LowSimilarity { similarity: f32 },
+    /// A TextTiling-style valley in windowed similarity.
+    Depth { depth: f32, cutoff: f32 },
+    /// The turn announces a change of subject.
+    CuePhrase { phrase: String },
+    /// A long pause before the turn.
+    TimeGap { seconds: i64 },
+}
+
+impl fmt::Display for Cause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Cause::LowSimilarity { similarity } => write!(f, "similarity {similarity:.3} below the threshold"),
+            Cause::Depth { depth, cutoff } => write!(f, "depth {depth:.3} above the cutoff {cutoff:.3}"),
+            Cause::CuePhrase { phrase } => write!(f, "cue phrase \"{phrase}\""),
+            Cause::TimeGap { seconds } => write!(f, "{} minutes without a turn", seconds / 60),
+        }
+    }
+}
+
+/// A new segment starts at turn `index` (never 0).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Boundary {
+    pub index: usize,
+    /// The signal's strength: depth, 1 − similarity, 1 for cue phrases and time gaps.
+    pub score: f32,
+    pub cause: Cause,
+}
+
+/// Which embedding signal to use.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Method {
+    /// The seed's rule: a boundary wherever consecutive turns are less similar than this.
+    Fixed { threshold: f32 },
+    /// TextTiling-style depth scores over windowed embedding similarity.
+    Depth { window: usize, cutoff: f32 },
+    /// No embedding signal: cue phrases and time gaps only.
+    None,
+}
+
+/// Everything the detector needs; the defaults are the tuned detector.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TopicConfig {
+    pub method: Method,
+    /// Boundaries from any signal are at least this many turns apart (the stronger kept).
+    pub min_segment: usize,
+    /// Phrases (lowercase) that start a new topic when a turn contains them.
+    pub cue_phrases: Vec<String>,
+    /// A pause at least this long starts a new topic; `None` turns the signal off.
+    pub time_gap_seconds: Option<i64>,
+}
+
+/// The cue phrases the seed lists, and a few of their common variants.
+pub const CUE_PHRASES: &[&str] = &[
+    "let's switch to",
+    "let us switch to",
+    "switching to",
+    "new topic",
+    "different topic",
+    "change of topic",
+    "changing the subject",
+    "moving on",
+    "back to",
+    "different question",
+    "unrelated question",
+    "on another note",
+];
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            // Tuned on TIAGE's dev split (see the README's segmentation table).
+            method: Method::Depth { window: 3, cutoff: 1.0 },
+            min_segment: 3,
+            cue_phrases: CUE_PHRASES.iter().map(|s| s.to_string()).collect(),
+            time_gap_seconds: Some(30 * 60),
+        }
+    }
+}
+
+impl TopicConfig {
+    /// The seed's baseline: cosine below 0.7 between consecutive turns, nothing else.
+    pub fn seed_fixed() -> TopicConfig {
+        TopicConfig {
+            method: Method::Fixed { threshold: 0.7 },
+            min_segment: 1,
+            cue_phrases: Vec::new(),
+            time_gap_seconds: None,
+        }
+    }
+
+    /// Depth scores alone, without cue phrases or time gaps.
+    pub fn depth_only() -> TopicConfig {
+        TopicConfig { cue_phrases: Vec::new(), time_gap_seconds: None, ..TopicConfig::default() }
+    }
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let d = dot(a, b);
+    let n = (dot(a, a) * dot(b, b)).sqrt();
+    if n == 0.0 {
+        0.0
+    } else {
+        d / n
+    }
+}
+
+/// The mean of `vectors[range]`.
+fn mean(vectors: &[Vec<f32>], range: std::ops::Range<usize>) -> Vec<f32> {
+    let dim = vectors.first().map_or(0, Vec::len);
+    let mut m = vec![0f32; dim];
+    for v in &vectors[range] {
+        m.iter_mut().zip(v).for_each(|(a, b)| *a += b);
+    }
+    m
+}
+
+/// Similarity across each gap `g` (between turns g−1 and g), for g in 1..n: the mean of the
+/// `window` turns before against the mean of the `window` turns after.
+pub fn gap_similarities(vectors: &[Vec<f32>], window: usize) -> Vec<f32> {
+    let n = vectors.len();
+    (1..n)
+        .map(|g| {
+            let before = mean(vectors, g.saturating_sub(window)..g);
+            let after = mean(vectors, g..(g + window).min(n));
+            cosine(&before, &after)
+        })
+        .collect()
+}
+
+/// TextTiling's depth: how far similarity climbs from gap `i` to the highest point reached by
+/// walking uphill to the left, plus the same to the right.
+pub fn depth_scores(similarities: &[f32]) -> Vec<f32> {
+    let n = similarities.len();
+    (0..n)
+        .map(|i| {
+            let s = similarities[i];
+            let mut left = s;
+            for j in (0..i).rev() {
+                if similarities[j] < left {
+                    break;
+                }
+                left = similarities[j];
+            }
+            let mut right = s;
+            for &v in &similarities[i + 1..] {
+                if v < right {
+                    break;
+                }
+                right = v;
+            }
+            (left - s) + (right - s)
+        })
+        .collect()
+}
+
+/// Finds where the topic changes in `turns`.
+pub fn detect(turns: &[Turn], embedder: &dyn Embedder, config: &TopicConfig) -> Result<Vec<Boundary>, EmbedError> {
+    let mut candidates: Vec<Boundary> = Vec::new();
+    let n = turns.len();
+    if n < 2 {
+        return Ok(Vec::new());
+    }
+    match config.method {
+        Method::None => {}
+        Method::Fixed { threshold } => {
+            let vectors = embedder.embed(&turns.iter().map(|t| t.content.as_str()).collect::<Vec<_>>())?;
+            for g in 1..n {
+                let similarity = cosine(&vectors[g - 1], &vectors[g]);
+                if similarity < threshold {
+                    candidates.push(Boundary {
+                        index: g,
+                        score: 1.0 - similarity,
+                        cause: Cause::LowSimilarity { similarity },
+                    });
+                }
+            }
+        }
+        Method::Depth { window, cutoff } => {
+            let vectors = embedder.embed(&turns.iter().map(|t| t.content.as_str()).collect::<Vec<_>>())?;
+            let depths = depth_scores(&gap_similarities(&vectors, window.max(1)));
+            let m = depths.iter().sum::<f32>() / depths.len() as f32;
+            let sd = (depths.iter().map(|d| (d - m) * (d - m)).sum::<f32>() / depths.len() as f32).sqrt();
+            let line = m + cutoff * sd;
+            for (i, &depth) in depths.iter().enumerate() {
+                // Only valley bottoms: a gap deeper than both neighbours.
+                let local_max = (i == 0 || depth >= depths[i - 1]) && (i + 1 == depths.len() || depth >= depths[i + 1]);
+                if depth > line && depth > 0.0 && local_max {
+                    candidates.push(Boundary {
+                        index: i + 1,
+                        score: depth,
+                        cause: Cause::Depth { depth, cutoff: line },
+                    });
+                }
+            }
+        }
+    }
+    for (i, turn) in turns.iter().enumerate().skip(1) {
+        let lower = turn.content.to_lowercase();
+        if let Some(p) = config.cue_phrases.iter().find(|p| lower.contains(p.as_str())) {
+            candidates.push(Boundary { index: i, score: 1.0, cause: Cause::CuePhrase { phrase: p.clone() } });
+        }
+        if let (Some(gap), Some(a), Some(b)) = (config.time_gap_seconds, turns[i - 1].timestamp, turn.timestamp) {
+            let seconds = b.seconds() - a.seconds();
+            if seconds >= gap {
+                // A pause is the surest sign of all: it outranks any similarity score.
+                candidates.push(Boundary { index: i, score: 2.0, cause: Cause::TimeGap { seconds } });
+            }
+        }
+    }
+    Ok(spaced(candidates, config.min_segment.max(1)))
+}
+
+/// Keeps the strongest candidates that are at least `min_segment` turns from each other and
+/// from the start, in order of position. Ties go to the earlier turn.
+fn spaced(mut candidates: Vec<Boundary>, min_segment: usize) -> Vec<Boundary> {
+    candidates.sort_by(|a, b| b.score.total_cmp(&a.score).then(a.index.cmp(&b.index)));
+    let mut kept: Vec<Boundary> = Vec::new();
+    for c in candidates {
+        if c.index < min_segment {
+            continue;
+        }
+        if kept.iter().all(|k| k.index.abs_diff(c.index) >= min_segment) {
+            kept.push(c);
+        }
+    }
+    kept.sort_by_key(|b| b.index);
+    kept
+}
+
+#[cfg(test)]
+mod tests;

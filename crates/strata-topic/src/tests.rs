@@ -1,0 +1,106 @@
+//! Detector tests over a hashed bag-of-words embedder (a fake that lives only here).
+
+use expect_test::expect;
+use strata_core::{EmbedError, Embedder, Role, Timestamp, Turn};
+
+use crate::*;
+
+/// Each word hashed into one of 64 buckets; similar wording gives similar vectors.
+struct BagOfWords;
+
+impl Embedder for BagOfWords {
+    fn model_id(&self) -> &str {
+        "bag-of-words"
+    }
+    fn dim(&self) -> usize {
+        64
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; 64];
+                for w in t.split_whitespace() {
+                    let h = w.bytes().fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+                    v[(h % 64) as usize] += 1.0;
+                }
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
+                v.iter().map(|x| x / n).collect()
+            })
+            .collect())
+    }
+}
+
+fn turns(texts: &[&str]) -> Vec<Turn> {
+    texts.iter().enumerate().map(|(i, t)| Turn::new(format!("t{i}"), Role::User, *t)).collect()
+}
+
+const TWO_TOPICS: &[&str] = &[
+    "kafka broker partitions ordering",
+    "kafka partitions replay broker",
+    "broker ordering kafka consumers",
+    "kafka consumers partitions lag",
+    "venue dinner travel agenda",
+    "agenda workshops venue travel",
+    "travel dinner venue bookings",
+    "venue agenda dinner workshops",
+];
+
+fn explain(boundaries: &[Boundary]) -> String {
+    boundaries.iter().map(|b| format!("{} {:.2} {}\n", b.index, b.score, b.cause)).collect()
+}
+
+#[test]
+fn depth_finds_the_valley_between_two_topics() {
+    let found = detect(&turns(TWO_TOPICS), &BagOfWords, &TopicConfig::depth_only()).unwrap();
+    assert_eq!(found.iter().map(|b| b.index).collect::<Vec<_>>(), [4]);
+    assert!(matches!(found[0].cause, Cause::Depth { .. }));
+}
+
+#[test]
+fn the_seed_rule_fires_on_every_dissimilar_pair() {
+    let found = detect(&turns(TWO_TOPICS), &BagOfWords, &TopicConfig::seed_fixed()).unwrap();
+    // Bags of four words rarely reach 0.7 even on one topic: the fixed rule over-segments.
+    assert!(found.len() > 1 && found.iter().any(|b| b.index == 4), "{}", explain(&found));
+}
+
+#[test]
+fn cue_phrases_and_time_gaps_are_boundaries_with_their_cause() {
+    let mut t = turns(&["a b c", "a b c", "a b c", "Moving on, what about lunch", "a b c", "a b c", "a b c", "a b c"]);
+    for (i, turn) in t.iter_mut().enumerate() {
+        turn.timestamp = Some(Timestamp(if i < 6 { i as i64 * 60 } else { 10_000 + i as i64 }));
+    }
+    let config = TopicConfig { method: Method::None, ..TopicConfig::default() };
+    expect![[r#"
+        3 1.00 cue phrase "moving on"
+        6 2.00 161 minutes without a turn
+    "#]]
+    .assert_eq(&explain(&detect(&t, &BagOfWords, &config).unwrap()));
+}
+
+#[test]
+fn boundaries_keep_their_distance() {
+    let candidates = vec![
+        Boundary { index: 5, score: 0.5, cause: Cause::CuePhrase { phrase: "x".into() } },
+        Boundary { index: 6, score: 0.9, cause: Cause::CuePhrase { phrase: "y".into() } },
+        Boundary { index: 1, score: 1.0, cause: Cause::CuePhrase { phrase: "z".into() } },
+        Boundary { index: 12, score: 0.1, cause: Cause::CuePhrase { phrase: "w".into() } },
+    ];
+    let kept: Vec<usize> = spaced(candidates, 3).iter().map(|b| b.index).collect();
+    assert_eq!(kept, [6, 12], "the stronger of 5 and 6; 1 is too close to the start");
+}
+
+#[test]
+fn depth_scores_climb_both_sides() {
+    let d = depth_scores(&[0.9, 0.5, 0.8, 0.7, 0.95]);
+    let want = [0.0, 0.7, 0.0, 0.35, 0.0];
+    for (a, b) in d.iter().zip(want) {
+        assert!((a - b).abs() < 1e-6, "{d:?}");
+    }
+}
+
+#[test]
+fn tiny_conversations_have_no_boundaries() {
+    assert!(detect(&turns(&["only one"]), &BagOfWords, &TopicConfig::default()).unwrap().is_empty());
+    assert!(detect(&[], &BagOfWords, &TopicConfig::default()).unwrap().is_empty());
+}
