@@ -143,7 +143,10 @@ mod tests {
             let e = verify(dir.path(), &SPEC).unwrap_err().to_string();
             assert!(e.starts_with(&file.display().to_string()), "{e}");
             assert!(e.contains(want), "{e}");
-            assert!(e.ends_with("run `cargo xtask fetch-models` to fetch it") || e.ends_with("to fetch it again"), "{e}");
+            assert!(
+                e.ends_with("run `cargo xtask fetch-models` to fetch it") || e.ends_with("to fetch it again"),
+                "{e}"
+            );
         };
         check("missing");
         std::fs::write(&file, b"hel").unwrap();
