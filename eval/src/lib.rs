@@ -10,7 +10,6 @@
 pub mod gate;
 pub mod metrics;
 pub mod plot;
-pub mod probes;
 pub mod report;
 pub mod retention;
 pub mod segmentation;

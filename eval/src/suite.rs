@@ -8,7 +8,8 @@ use strata_core::Conversation;
 use strata_transcript::{datasets, JsonlReader, LoadError};
 
 /// The suites `--dataset` names, in the order reports list them.
-pub const SUITES: &[&str] = &["locomo", "qmsum", "tiage", "dialseg711", "dialogsum", "probes", "tiage-dev"];
+pub const SUITES: &[&str] =
+    &["locomo", "qmsum", "tiage", "dialseg711", "dialogsum", "probes", "tiage-dev", "qmsum-dev"];
 
 /// The suite the main job runs when no `--dataset` is given.
 pub const DEFAULT_SUITE: &[&str] = &["locomo", "probes"];
@@ -49,16 +50,16 @@ pub struct Dataset {
     pub files: Vec<PathBuf>,
 }
 
-/// The committed probes suite, relative to the repository root.
-pub const PROBES_FILE: &str = "datasets/probes/probes.jsonl";
+pub use strata_probes::PROBES_FILE;
 
 impl Dataset {
     /// `name` is a suite name or a path to a transcript file.
     pub fn resolve(name: &str, data_dir: &Path, repo_root: &Path) -> Result<Dataset> {
         let (kind, files) = match name {
             "locomo" => (Kind::Transcripts, vec![data_dir.join("locomo/locomo10.json")]),
-            "qmsum" => {
-                let dir = data_dir.join("qmsum/test");
+            "qmsum" | "qmsum-dev" => {
+                let split = if name == "qmsum" { "test" } else { "val" };
+                let dir = data_dir.join("qmsum").join(split);
                 let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
                     .with_context(|| format!("{}: cannot list the QMSum test split", dir.display()))?
                     .filter_map(|e| e.ok().map(|e| e.path()))
@@ -107,7 +108,7 @@ impl Dataset {
         let name = if self.builtin { self.name.as_str() } else { "" };
         let (retention, segmentation, summaries) = match name {
             "locomo" | "probes" => (true, false, false),
-            "qmsum" => (true, true, true),
+            "qmsum" | "qmsum-dev" => (true, true, true),
             "tiage" | "tiage-dev" | "dialseg711" => (false, true, false),
             "dialogsum" => (false, false, true),
             _ => (true, true, true),

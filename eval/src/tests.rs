@@ -4,7 +4,6 @@
 use expect_test::expect;
 
 use crate::metrics::*;
-use crate::probes::{generate, ProbeSetConfig};
 
 #[test]
 fn answers_are_normalised_as_squad_does() {
@@ -98,49 +97,4 @@ fn quantiles_interpolate_like_numpy() {
     assert_eq!(quantile(&[1.0, 2.0, 3.0, 4.0], 0.5), 2.5);
     assert_eq!(quantile(&[5.0, 1.0, 3.0], 0.95), 4.8);
     assert_eq!(quantile(&[], 0.5), 0.0);
-}
-
-#[test]
-fn probe_sets_are_deterministic_and_well_formed() {
-    let config = ProbeSetConfig { conversations: 3, ..ProbeSetConfig::default() };
-    let a = generate(11, &config);
-    assert_eq!(a, generate(11, &config));
-    assert_ne!(a, generate(12, &config));
-    well_formed(&a);
-    let cats: std::collections::BTreeSet<_> =
-        a.iter().flat_map(|c| c.probes.iter().filter_map(|p| p.category.clone())).collect();
-    expect![[
-        r#"{"assistant-fact", "budget", "command", "date", "decision", "incident", "path", "preference", "reason"}"#
-    ]]
-    .assert_eq(&format!("{cats:?}"));
-}
-
-fn well_formed(conversations: &[strata_core::Conversation]) {
-    for c in conversations {
-        c.validate(true).unwrap();
-        assert!(c.turns.len() > 250, "{}", c.turns.len());
-        for p in &c.probes {
-            let at = c.position(&p.evidence[0]).unwrap();
-            let text = &c.turns[at].content;
-            assert!(text.contains(&p.answer), "the evidence turn states the answer: {text} / {}", p.answer);
-            // The answer appears nowhere else: distractors carry other values.
-            let elsewhere = c
-                .turns
-                .iter()
-                .enumerate()
-                .filter(|(i, t)| *i != at && ScoredText::new(&t.content).contains_answer(&p.answer))
-                .count();
-            assert_eq!(elsewhere, 0, "{} appears outside its evidence turn", p.answer);
-            assert!(c.position(p.after.as_deref().unwrap()).unwrap() >= at);
-        }
-    }
-}
-
-#[test]
-fn the_committed_probe_set_is_what_seed_7_generates() {
-    let committed = include_str!("../../datasets/probes/probes.jsonl");
-    let conversations = generate(7, &ProbeSetConfig::default());
-    well_formed(&conversations);
-    let generated: String = conversations.iter().map(|c| strata_transcript::to_json(c) + "\n").collect();
-    assert!(committed == generated, "datasets/probes/probes.jsonl is stale: run `cargo xtask gen-probes --seed 7`");
 }

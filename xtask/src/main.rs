@@ -67,7 +67,7 @@ fn cargo_run_release(args: &[&str]) -> Result<()> {
 
 fn gen_probes(args: &[String]) -> Result<()> {
     let mut seed = 7u64;
-    let mut out = root().join(strata_eval::suite::PROBES_FILE);
+    let mut out = root().join(strata_probes::PROBES_FILE);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -76,7 +76,7 @@ fn gen_probes(args: &[String]) -> Result<()> {
             other => bail!("gen-probes: unknown argument `{other}`"),
         }
     }
-    let conversations = strata_eval::probes::generate(seed, &strata_eval::probes::ProbeSetConfig::default());
+    let conversations = strata_probes::generate(seed, &strata_probes::ProbeSetConfig::default());
     let mut text = String::new();
     for c in &conversations {
         text.push_str(&strata_transcript::to_json(c));

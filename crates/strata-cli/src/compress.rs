@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
 use strata_core::{Context, History};
-use strata_strategies::StrategiesConfig;
 
 use crate::input::{load, Input};
 use crate::BadInput;
@@ -37,14 +36,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> Result<String> {
-    let config = match &args.config {
-        None => StrategiesConfig::default(),
-        Some(path) => {
-            let file = path.display().to_string();
-            let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
-            StrategiesConfig::parse(&file, &text)?
-        }
-    };
+    let config = crate::input::strategy_config(args.config.as_deref())?;
     let strategy = strata_strategies::build(&args.strategy, &config, None)?;
     let loaded = load(&args.input)?;
     let mut contexts = Vec::new();

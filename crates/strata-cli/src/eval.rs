@@ -6,9 +6,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use strata_eval::retention::Mode;
 use strata_eval::{EvalConfig, Outcome, Shard};
-use strata_strategies::StrategiesConfig;
-
-use crate::BadInput;
 
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -117,14 +114,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         None => {
             let a = args.run;
             let root = repo_root();
-            let strategy_config = match &a.config {
-                None => StrategiesConfig::default(),
-                Some(path) => {
-                    let file = path.display().to_string();
-                    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
-                    StrategiesConfig::parse(&file, &text)?
-                }
-            };
+            let strategy_config = crate::input::strategy_config(a.config.as_deref())?;
             let config = EvalConfig {
                 datasets: if a.dataset.is_empty() {
                     strata_eval::suite::DEFAULT_SUITE.iter().map(|s| s.to_string()).collect()

@@ -1,10 +1,11 @@
 //! Arguments shared by the commands that read a transcript, and loading it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
 use strata_core::{Conversation, TokenCounter};
+use strata_strategies::StrategiesConfig;
 use strata_transcript::InputFormat;
 
 use crate::BadInput;
@@ -54,4 +55,12 @@ pub(crate) fn load(input: &Input) -> Result<Loaded> {
         .filter(|w| conversations.iter().any(|c| w.contains(&format!(" transcript {}: ", c.id))))
         .collect();
     Ok(Loaded { conversations, warnings, counter })
+}
+
+/// The strategy settings of `--config FILE` (TOML or JSON), or the seeds' defaults.
+pub(crate) fn strategy_config(path: Option<&Path>) -> Result<StrategiesConfig> {
+    let Some(path) = path else { return Ok(StrategiesConfig::default()) };
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| BadInput(format!("{file}: {e}")))?;
+    Ok(StrategiesConfig::parse(&file, &text)?)
 }

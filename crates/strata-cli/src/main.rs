@@ -36,21 +36,11 @@ enum Command {
 }
 
 /// An error caused by what the user gave us; exits with status 2.
-#[derive(Debug)]
-pub(crate) struct BadInput(pub(crate) String);
-
-impl std::fmt::Display for BadInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadInput {}
+pub(crate) use strata_eval::BadInput;
 
 fn exit_code(e: &anyhow::Error) -> u8 {
     let bad_input = e.chain().any(|c| {
-        c.is::<BadInput>()
-            || c.is::<strata_transcript::LoadError>()
+        c.is::<strata_transcript::LoadError>()
             || c.is::<strata_strategies::ConfigError>()
             || c.is::<strata_tokens::TokenizerError>()
             || c.is::<strata_core::HistoryError>()

@@ -4,7 +4,10 @@
 //!
 //! Everything comes from one seed through a SplitMix64 generator written here, so the same
 //! seed gives byte-identical output on every platform and with every dependency version.
-//! `cargo xtask gen-probes --seed N` writes `datasets/probes/probes.jsonl`.
+//! `cargo xtask gen-probes --seed N` writes [`PROBES_FILE`].
+
+/// The committed probe set (seed 7), relative to the repository root: the eval's `probes` suite.
+pub const PROBES_FILE: &str = "datasets/probes/probes.jsonl";
 
 use std::collections::BTreeSet;
 
@@ -551,3 +554,6 @@ fn conversation(seed: u64, index: usize, config: &ProbeSetConfig) -> Conversatio
         references: Vec::new(),
     }
 }
+
+#[cfg(test)]
+mod tests;
