@@ -167,11 +167,13 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
     let mut budgets = config.budgets.clone();
     budgets.sort_unstable();
     budgets.dedup();
+    let datasets: Vec<Dataset> = config
+        .datasets
+        .iter()
+        .map(|d| Dataset::resolve(d, &config.data_dir, &config.repo_root))
+        .collect::<Result<_>>()?;
     // The embedder loads only if a dataset is scored by segmentation and a detector is named.
-    let mut any_segmentation = false;
-    for d in &config.datasets {
-        any_segmentation |= Dataset::resolve(d, &config.data_dir, &config.repo_root)?.suites().segmentation;
-    }
+    let any_segmentation = datasets.iter().any(|d| d.suites().segmentation);
     let mut embedder: Option<Arc<dyn strata_core::Embedder>> = None;
     let mut load_embedder = || -> Result<Arc<dyn strata_core::Embedder>> {
         if let Some(e) = &embedder {
@@ -195,8 +197,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
     let mut hashes = BTreeMap::new();
     let mut warnings = Vec::new();
     let mut names = Vec::new();
-    for name in &config.datasets {
-        let dataset = Dataset::resolve(name, &config.data_dir, &config.repo_root)?;
+    for dataset in &datasets {
         hashes.insert(dataset.name.clone(), dataset.sha256()?);
         names.push(dataset.name.clone());
         let (conversations, w) = dataset.conversations()?;

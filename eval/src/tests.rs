@@ -1,7 +1,6 @@
 //! Tests of the metrics against hand-computed cases and a reference implementation, of the
 //! probe generator, and of the aggregation that sharding relies on.
 
-
 use crate::metrics::*;
 
 #[test]
