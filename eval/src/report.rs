@@ -312,3 +312,37 @@ pub fn csv(runs: &[Run]) -> String {
     }
     out
 }
+
+/// Records of one dataset and method, for the suites that report a mean per method.
+pub(crate) struct Group<'a, R> {
+    pub(crate) dataset: &'a str,
+    pub(crate) method: &'a str,
+    pub(crate) records: Vec<&'a R>,
+}
+
+impl<R> Group<'_, R> {
+    /// The mean of `f` over the group's records, summed in record order.
+    pub(crate) fn mean(&self, f: impl Fn(&R) -> f64) -> f64 {
+        self.records.iter().map(|r| f(r)).sum::<f64>() / self.records.len() as f64
+    }
+}
+
+/// Records grouped by dataset, then method, in the order the two lists give; empty groups are
+/// left out. `key` gives a record's dataset and method.
+pub(crate) fn by_dataset_and_method<'a, R>(
+    records: &'a [R],
+    datasets: &'a [String],
+    methods: &'a [String],
+    key: impl Fn(&R) -> (&str, &str),
+) -> Vec<Group<'a, R>> {
+    let mut groups = Vec::new();
+    for d in datasets {
+        for m in methods {
+            let rs: Vec<&R> = records.iter().filter(|r| key(r) == (d.as_str(), m.as_str())).collect();
+            if !rs.is_empty() {
+                groups.push(Group { dataset: d, method: m, records: rs });
+            }
+        }
+    }
+    groups
+}

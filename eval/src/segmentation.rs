@@ -185,25 +185,17 @@ pub struct SegmentationRun {
 }
 
 pub fn aggregate(records: &[SegmentRecord], datasets: &[String], methods: &[String]) -> Vec<SegmentationRun> {
-    let mut runs = Vec::new();
-    for d in datasets {
-        for m in methods {
-            let rs: Vec<&SegmentRecord> = records.iter().filter(|r| &r.dataset == d && &r.method == m).collect();
-            if rs.is_empty() {
-                continue;
-            }
-            let mean = |f: fn(&SegmentRecord) -> f64| rs.iter().map(|r| f(r)).sum::<f64>() / rs.len() as f64;
-            runs.push(SegmentationRun {
-                dataset: d.clone(),
-                method: m.clone(),
-                dialogues: rs.len(),
-                pk: mean(|r| r.pk),
-                windowdiff: mean(|r| r.windowdiff),
-                precision: mean(|r| r.precision),
-                recall: mean(|r| r.recall),
-                f1: mean(|r| r.f1),
-            });
-        }
-    }
-    runs
+    crate::report::by_dataset_and_method(records, datasets, methods, |r| (&r.dataset, &r.method))
+        .into_iter()
+        .map(|g| SegmentationRun {
+            dataset: g.dataset.to_string(),
+            method: g.method.to_string(),
+            dialogues: g.records.len(),
+            pk: g.mean(|r| r.pk),
+            windowdiff: g.mean(|r| r.windowdiff),
+            precision: g.mean(|r| r.precision),
+            recall: g.mean(|r| r.recall),
+            f1: g.mean(|r| r.f1),
+        })
+        .collect()
 }

@@ -103,25 +103,17 @@ pub struct SummaryRun {
 }
 
 pub fn aggregate(records: &[SummaryRecord], datasets: &[String], methods: &[String]) -> Vec<SummaryRun> {
-    let mut runs = Vec::new();
-    for d in datasets {
-        for m in methods {
-            let rs: Vec<&SummaryRecord> = records.iter().filter(|r| &r.dataset == d && &r.method == m).collect();
-            if rs.is_empty() {
-                continue;
-            }
-            let mean = |f: fn(&SummaryRecord) -> f64| rs.iter().map(|r| f(r)).sum::<f64>() / rs.len() as f64;
-            runs.push(SummaryRun {
-                dataset: d.clone(),
-                method: m.clone(),
-                summaries: rs.len(),
-                rouge1: mean(|r| r.rouge1),
-                rouge2: mean(|r| r.rouge2),
-                rouge_l: mean(|r| r.rouge_l),
-                words_mean: mean(|r| r.words as f64),
-                seconds_per_summary: mean(|r| r.seconds),
-            });
-        }
-    }
-    runs
+    crate::report::by_dataset_and_method(records, datasets, methods, |r| (&r.dataset, &r.method))
+        .into_iter()
+        .map(|g| SummaryRun {
+            dataset: g.dataset.to_string(),
+            method: g.method.to_string(),
+            summaries: g.records.len(),
+            rouge1: g.mean(|r| r.rouge1),
+            rouge2: g.mean(|r| r.rouge2),
+            rouge_l: g.mean(|r| r.rouge_l),
+            words_mean: g.mean(|r| r.words as f64),
+            seconds_per_summary: g.mean(|r| r.seconds),
+        })
+        .collect()
 }
