@@ -2,13 +2,11 @@
 //!
 //! Written here rather than taken from candle-transformers so that the hot path is ours to
 //! shape: query, key and value are one fused matmul; every linear layer runs as one 2-D
-//! matmul over all tokens of a batch; and the linear layers can run with 8-bit weights
-//! ([`Precision::Q8`]) through candle's quantized kernels, which quantize activations to 8
-//! bits on the fly and use integer dot products.
+//! matmul over all tokens of a batch; and the linear layers can run as 8-bit integer products
+//! ([`Precision::Int8`], our own kernels in [`crate::int8`]).
 
 use std::path::Path;
 
-use candle_core::quantized::{GgmlDType, QMatMul, QTensor};
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Embedding, LayerNorm, VarBuilder};
 use rayon::prelude::*;
@@ -16,6 +14,7 @@ use serde::Deserialize;
 use strata_core::{EmbedError, Embedder};
 use tokenizers::{Tokenizer, TruncationParams};
 
+use crate::int8::Int8Matrix;
 use crate::kernels::{BiasGelu, BiasResidualNorm, QkvHeads};
 use crate::ModelError;
 
@@ -25,8 +24,9 @@ pub enum Precision {
     /// 32-bit floats throughout: the reference.
     #[default]
     F32,
-    /// Linear-layer weights in 8-bit blocks (GGML's Q8_0); attention, norms and pooling stay F32.
-    Q8,
+    /// Linear layers as 8-bit integer products (weights per output channel, activations per
+    /// token); attention, norms and pooling stay F32.
+    Int8,
 }
 
 /// How an embedder tokenises and batches.
@@ -60,21 +60,9 @@ struct BertConfig {
 
 /// A linear layer `x · Wᵀ + b` over the last dimension.
 enum Linear {
-    F32 {
-        weight_t: Tensor,
-        bias_vec: Vec<f32>,
-    },
-    /// `pad` zero columns are appended to inputs: candle's fast 8-bit kernels (integer dot
-    /// products over repacked tiles) need the inner dimension to be a multiple of 256.
-    Q8 {
-        weight: QMatMul,
-        bias_vec: Vec<f32>,
-        pad: usize,
-    },
+    F32 { weight_t: Tensor, bias_vec: Vec<f32> },
+    Int8 { weight: Int8Matrix, bias_vec: Vec<f32> },
 }
-
-/// candle's repacked 8-bit matmul works on inner dimensions in multiples of this.
-const Q8_INNER_MULTIPLE: usize = 256;
 
 impl Linear {
     /// Several layers side by side (query, key, value) become one wider layer; `scales`
@@ -102,11 +90,10 @@ impl Linear {
         let bias_vec = bias.to_vec1()?;
         Ok(match precision {
             Precision::F32 => Linear::F32 { weight_t: weight.t()?.contiguous()?, bias_vec },
-            Precision::Q8 => {
-                let pad = inp.next_multiple_of(Q8_INNER_MULTIPLE) - inp;
-                let weight = if pad > 0 { weight.pad_with_zeros(1, 0, pad)? } else { weight };
-                let weight = QMatMul::from_qtensor(QTensor::quantize(&weight, GgmlDType::Q8_0)?)?;
-                Linear::Q8 { weight, bias_vec, pad }
+            Precision::Int8 => {
+                let rows = weight.dim(0)?;
+                let weight = Int8Matrix::quantize(&weight.flatten_all()?.to_vec1()?, rows, inp);
+                Linear::Int8 { weight, bias_vec }
             }
         })
     }
@@ -115,7 +102,7 @@ impl Linear {
     fn product(&self, x: &Tensor) -> candle_core::Result<(Tensor, &[f32])> {
         match self {
             Linear::F32 { weight_t, bias_vec, .. } => Ok((x.matmul(weight_t)?, bias_vec)),
-            Linear::Q8 { weight, bias_vec, pad, .. } => Ok((weight.forward(&padded(x, *pad)?)?, bias_vec)),
+            Linear::Int8 { weight, bias_vec } => Ok((x.apply_op1_no_bwd(weight)?, bias_vec)),
         }
     }
 
@@ -131,14 +118,6 @@ impl Linear {
         let op =
             BiasResidualNorm { bias: bias.to_vec(), gamma: norm.gamma.clone(), beta: norm.beta.clone(), eps: norm.eps };
         product.apply_op2_no_bwd(residual, &op)
-    }
-}
-
-fn padded(x: &Tensor, pad: usize) -> candle_core::Result<Tensor> {
-    if pad == 0 {
-        Ok(x.clone())
-    } else {
-        x.pad_with_zeros(1, 0, pad)
     }
 }
 
@@ -265,7 +244,7 @@ impl BertEmbedder {
         // Vectors of the quantized model differ slightly; caches must not mix the two.
         let model_id = match config.precision {
             Precision::F32 => model_id.to_string(),
-            Precision::Q8 => format!("{model_id}+q8"),
+            Precision::Int8 => format!("{model_id}+int8"),
         };
         Ok(BertEmbedder {
             model_id,

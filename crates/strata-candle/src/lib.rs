@@ -11,6 +11,7 @@
 
 mod bert;
 mod cache;
+mod int8;
 mod kernels;
 mod weights;
 

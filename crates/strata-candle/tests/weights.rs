@@ -62,10 +62,10 @@ fn batching_and_padding_do_not_change_vectors() {
 }
 
 #[test]
-fn q8_embeddings_stay_close_to_f32() {
+fn int8_embeddings_stay_close_to_f32() {
     let (sentences, want) = reference();
-    let e = embedder(Precision::Q8);
-    assert_eq!(e.model_id(), "all-MiniLM-L6-v2+q8");
+    let e = embedder(Precision::Int8);
+    assert_eq!(e.model_id(), "all-MiniLM-L6-v2+int8");
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
     for ((s, g), w) in sentences.iter().zip(e.embed(&texts).unwrap()).zip(&want) {
         let c = cosine(&g, w);
