@@ -9,6 +9,7 @@
 
 mod full;
 mod recent;
+mod segments;
 mod select;
 mod summary_buffer;
 mod window;
@@ -20,11 +21,12 @@ use strata_core::{Generator, Strategy};
 
 pub use full::Full;
 pub use recent::{RecentSummary, RecentSummaryConfig};
+pub use segments::{Segments, SegmentsConfig};
 pub use summary_buffer::{SummaryBuffer, SummaryBufferConfig};
 pub use window::{Window, WindowConfig};
 
 /// Every strategy this crate provides, by the name users select it with.
-pub const NAMES: &[&str] = &["full", "window", "recent-8-summary-12", "summary-buffer"];
+pub const NAMES: &[&str] = &["full", "window", "recent-8-summary-12", "summary-buffer", "segments"];
 
 /// Settings for every strategy; each table is optional and defaults to the seed's numbers.
 ///
@@ -44,6 +46,9 @@ pub struct StrategiesConfig {
     pub recent_summary: RecentSummaryConfig,
     #[serde(default, rename = "summary-buffer")]
     pub summary_buffer: SummaryBufferConfig,
+    /// Shared by `segments` and `segments-abstractive`.
+    #[serde(default)]
+    pub segments: SegmentsConfig,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -53,8 +58,10 @@ pub enum ConfigError {
     Parse { file: String, message: String },
     #[error("{file}: {message}")]
     Invalid { file: String, message: String },
-    #[error("unknown strategy `{name}`: expected one of {}", NAMES.join(", "))]
+    #[error("unknown strategy `{name}`: expected one of {}, or segments-abstractive", NAMES.join(", "))]
     UnknownStrategy { name: String },
+    #[error("strategy `{name}` needs a generator (a local model: pass --model)")]
+    NeedsGenerator { name: String },
 }
 
 impl StrategiesConfig {
@@ -74,6 +81,7 @@ impl StrategiesConfig {
 
     fn validate(&self) -> Result<(), String> {
         self.summary_buffer.validate()?;
+        self.segments.validate()?;
         self.recent_summary.validate()
     }
 }
@@ -90,6 +98,11 @@ pub fn build(
         "window" => Box::new(Window::new(config.window.clone())),
         "recent-8-summary-12" => Box::new(RecentSummary::new(config.recent_summary.clone())),
         "summary-buffer" => Box::new(SummaryBuffer::new(config.summary_buffer.clone(), generator)),
+        "segments" => Box::new(Segments::extractive(config.segments.clone())),
+        "segments-abstractive" => match generator {
+            Some(g) => Box::new(Segments::abstractive(config.segments.clone(), g)),
+            None => return Err(ConfigError::NeedsGenerator { name: name.to_string() }),
+        },
         _ => return Err(ConfigError::UnknownStrategy { name: name.to_string() }),
     })
 }

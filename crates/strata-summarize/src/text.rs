@@ -1,0 +1,136 @@
+//! Splitting turns into the units summaries keep: sentences, with code blocks and stack-trace
+//! lines kept whole, each tied to its turn.
+
+use strata_core::Turn;
+
+/// One unit of a turn that a summary keeps or drops as a whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sentence {
+    /// Position of the turn in the slice the sentence came from.
+    pub turn: usize,
+    pub turn_id: String,
+    pub text: String,
+    /// A fenced code block, a command line or a stack-trace line: kept verbatim, never cut.
+    pub code: bool,
+}
+
+/// Sentences of every turn, in order.
+pub fn split_turns(turns: &[Turn]) -> Vec<Sentence> {
+    turns.iter().enumerate().flat_map(|(i, t)| split(i, t)).collect()
+}
+
+/// Sentences of one turn. Fenced code blocks are one unit each; other text is split into
+/// lines, and lines into sentences at `.`, `!` or `?` followed by a space and a capital, a
+/// digit or a quote (so "e.g. this" and "3.5" stay whole).
+pub fn split(index: usize, turn: &Turn) -> Vec<Sentence> {
+    let mut out = Vec::new();
+    let mut push = |text: &str, code: bool| {
+        let text = text.trim();
+        if !text.is_empty() {
+            out.push(Sentence { turn: index, turn_id: turn.id.clone(), text: text.to_string(), code });
+        }
+    };
+    let mut in_fence = false;
+    let mut fence = String::new();
+    for line in turn.content.lines() {
+        if line.trim_start().starts_with("```") {
+            if in_fence {
+                fence.push_str(line);
+                push(&fence, true);
+                fence.clear();
+            } else {
+                fence.push_str(line);
+                fence.push('\n');
+            }
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            fence.push_str(line);
+            fence.push('\n');
+            continue;
+        }
+        if is_code_line(line) {
+            push(line, true);
+            continue;
+        }
+        let mut start = 0;
+        let bytes = line.as_bytes();
+        for (i, &b) in bytes.iter().enumerate() {
+            if matches!(b, b'.' | b'!' | b'?') && bytes.get(i + 1) == Some(&b' ') {
+                let next = line[i + 2..].chars().next();
+                if next.is_some_and(|c| c.is_uppercase() || c.is_ascii_digit() || matches!(c, '"' | '\'' | '`' | '(')) {
+                    push(&line[start..=i], false);
+                    start = i + 2;
+                }
+            }
+        }
+        push(&line[start..], false);
+    }
+    if in_fence {
+        // An unclosed fence: keep what there is rather than lose it.
+        push(&fence, true);
+    }
+    out
+}
+
+/// Shell prompts and stack-trace frames: lines whose every character matters.
+fn is_code_line(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("$ ")
+        || t.starts_with("at ") && t.contains('(')
+        || t.starts_with("File \"")
+        || t.starts_with("Traceback (most recent call last)")
+        || t.starts_with("    at ")
+}
+
+/// Lowercase words of at least two characters, for overlap measures.
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
+        .filter(|w| w.chars().count() >= 2)
+        .map(str::to_lowercase)
+}
+
+/// Common words that carry no topic, left out of overlap measures and fact keys.
+pub fn is_stopword(w: &str) -> bool {
+    const STOP: &[&str] = &[
+        "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "be", "been", "before", "but",
+        "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "i",
+        "if", "in", "into", "is", "it", "its", "just", "me", "more", "my", "no", "not", "now", "of", "on", "one", "or",
+        "our", "out", "she", "should", "so", "some", "still", "than", "that", "the", "their", "them", "then", "there",
+        "these", "they", "this", "to", "up", "us", "was", "we", "were", "what", "when", "which", "while", "who",
+        "will", "with", "would", "you", "your",
+    ];
+    STOP.binary_search(&w).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_core::{Role, Turn};
+
+    #[test]
+    fn sentences_code_blocks_and_traces() {
+        let t = Turn::new(
+            "t1",
+            Role::User,
+            "We decided to use Rust, e.g. for the parser. Version 3.5 ships Friday! Why?\n```sh\ncargo build\n```\n$ make test\nDone.",
+        );
+        let got: Vec<(String, bool)> = super::split(0, &t).into_iter().map(|s| (s.text, s.code)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("We decided to use Rust, e.g. for the parser.".to_string(), false),
+                ("Version 3.5 ships Friday!".to_string(), false),
+                ("Why?".to_string(), false),
+                ("```sh\ncargo build\n```".to_string(), true),
+                ("$ make test".to_string(), true),
+                ("Done.".to_string(), false),
+            ]
+        );
+    }
+
+    #[test]
+    fn stopwords_are_sorted_for_binary_search() {
+        assert!(super::is_stopword("the") && super::is_stopword("you") && !super::is_stopword("pulsar"));
+    }
+}
