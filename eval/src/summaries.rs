@@ -1,8 +1,9 @@
 //! The summary suite: summaries of whole conversations against people's reference summaries,
 //! by ROUGE-1/2/L F1 (the best over the references), with the time each took.
 //!
-//! The method here needs no model and is the usual reference point: `lead-N`, the first N
-//! turns as they were said.
+//! Methods: `lead-N`, the first N turns as they were said (the usual reference point), and
+//! `extractive-R`, strata-summarize's extractive summary at R source tokens per summary token,
+//! each kept sentence prefixed by its speaker.
 
 use std::time::Instant;
 
@@ -39,11 +40,49 @@ impl Summarizer for Lead {
     }
 }
 
+/// strata-summarize's extractive summary at a fixed ratio.
+pub struct Extractive {
+    name: String,
+    ratio: f64,
+    counter: strata_tokens::Tiktoken,
+}
+
+impl std::fmt::Debug for Extractive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Extractive").field("name", &self.name).field("ratio", &self.ratio).finish()
+    }
+}
+
+impl Summarizer for Extractive {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn summarize(&self, c: &Conversation) -> Result<String> {
+        let config = strata_summarize::ExtractiveConfig { ratio: self.ratio, ..Default::default() };
+        let e = strata_summarize::extractive::summarize(&c.turns, &c.participants, &self.counter, None, &config);
+        Ok(e.sentences
+            .iter()
+            .map(|k| {
+                let t = c.turns.iter().find(|t| t.id == k.turn_id).expect("kept sentences name their turns");
+                format!("{}: {}", t.speaker.as_deref().unwrap_or(t.role.as_str()), k.text)
+            })
+            .collect::<Vec<_>>()
+            .join("\n"))
+    }
+}
+
 pub fn by_name(name: &str) -> Result<Box<dyn Summarizer>> {
+    if let Some(r) = name.strip_prefix("extractive-").and_then(|r| r.parse::<f64>().ok()).filter(|&r| r >= 1.0) {
+        return Ok(Box::new(Extractive {
+            name: name.to_string(),
+            ratio: r,
+            counter: strata_tokens::Tiktoken::o200k(),
+        }));
+    }
     if let Some(n) = name.strip_prefix("lead-").and_then(|n| n.parse::<usize>().ok()).filter(|&n| n > 0) {
         return Ok(Box::new(Lead { name: name.to_string(), n }));
     }
-    bail!(crate::BadInput(format!("unknown summarizer `{name}`: expected lead-N")))
+    bail!(crate::BadInput(format!("unknown summarizer `{name}`: expected lead-N or extractive-R")))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,6 +8,7 @@ mod compress;
 mod eval;
 mod input;
 mod segment;
+mod summarize;
 mod tokens;
 
 use std::io::Write;
@@ -33,6 +34,8 @@ enum Command {
     Eval(eval::Args),
     /// Split a transcript into topic segments, with the cause of each boundary.
     Segment(segment::Args),
+    /// Summarise a transcript extractively, each sentence with its source turn id.
+    Summarize(summarize::Args),
 }
 
 /// An error caused by what the user gave us; exits with status 2.
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
         Command::Tokens(args) => tokens::run(args),
         Command::Eval(args) => eval::run(args),
         Command::Segment(args) => segment::run(args),
+        Command::Summarize(args) => summarize::run(args),
     };
     match result {
         Ok(out) => {

@@ -5,11 +5,12 @@
 //! trace +0.2; a fact referenced again by a later turn +0.4; said by a key stakeholder (an
 //! architect, a team lead) +0.1. To that come the facts a sentence carries (identifiers,
 //! numbers with units, dates, paths: +0.2) and its centrality: how similar it is to the rest of
-//! the text, by embeddings when an [`Embedder`] is given and by shared content words when not.
+//! the text, by embeddings when an [`Embedder`] is given and by shared content words when not,
+//! balanced by specificity (rare words), since boilerplate is central because it recurs.
 //! Selection is maximal marginal relevance, so a second sentence saying the same thing loses to
 //! one that adds something. Profiles shift the weights: `exploration` keeps alternatives, pros
 //! and cons and open questions; `implementation` keeps decisions, code and configuration and
-//! drops small talk and questions that were answered.
+//! drops questions that were answered. Small talk is dropped in every profile.
 
 use std::collections::BTreeSet;
 
@@ -17,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use strata_core::{Embedder, Participant, TokenCounter, Turn};
 
 use crate::registry::{extract, FactKind, Registry};
-use crate::text::{is_stopword, split_turns, words, Sentence};
+use crate::text::{is_stopword, split_turns, words, Sentence, Specificity};
 
 /// What the conversation is doing, which decides what a summary must keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -137,7 +138,16 @@ pub fn summarize(
     let scores = importance(turns, participants, &sentences, config.profile);
     let vectors = similarity_vectors(&sentences, embedder);
     let centrality = centrality(&vectors);
-    let relevance: Vec<f32> = scores.iter().zip(&centrality).map(|(s, c)| s + 0.5 * c).collect();
+    // Centrality alone favours boilerplate, which is central because it recurs; specificity
+    // (how rare the words are) pulls the other way, so the two together favour sentences that
+    // are on topic and say something once.
+    let specificity = Specificity::new(sentences.iter().map(|s| s.text.as_str()));
+    let relevance: Vec<f32> = scores
+        .iter()
+        .zip(&centrality)
+        .zip(&sentences)
+        .map(|((s, c), sentence)| s + 0.5 * c + 0.5 * specificity.of(&sentence.text))
+        .collect();
     let costs: Vec<usize> = sentences.iter().map(|s| counter.count(&s.text) + 1).collect();
 
     // Maximal marginal relevance, greedily, within the token target. Each candidate's
@@ -221,13 +231,14 @@ fn importance(turns: &[Turn], participants: &[Participant], sentences: &[Sentenc
                 score += 0.2;
             }
             let question = s.text.trim_end().ends_with('?');
-            let small_talk = SMALL_TALK.iter().any(|c| lower.starts_with(c.trim()) || lower == c.trim());
+            // Greetings and thanks are cheap and made of rare words, so without this they would
+            // fill every leftover gap; no task needs them.
+            if SMALL_TALK.iter().any(|c| lower.starts_with(c.trim()) || lower == c.trim()) {
+                score -= 0.5;
+            }
             match profile {
                 Profile::General => {}
                 Profile::Exploration => {
-                    if small_talk {
-                        score -= 0.5;
-                    }
                     if question || ALTERNATIVE_CUES.iter().any(|c| lower.contains(c)) {
                         score += 0.3;
                     }
@@ -238,9 +249,6 @@ fn importance(turns: &[Turn], participants: &[Participant], sentences: &[Sentenc
                         || spans.iter().any(|f| matches!(f.kind, FactKind::Path | FactKind::Identifier))
                     {
                         score += 0.3;
-                    }
-                    if small_talk {
-                        score -= 0.5;
                     }
                     // A question the next sentence, from someone else, answers is resolved.
                     let answered = sentences.get(i + 1).is_some_and(|n| n.turn != s.turn);

@@ -10,7 +10,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use strata_core::{Role, Timestamp, TokenCounter, Turn};
 
-use crate::text::{is_stopword, split, words};
+use crate::text::{is_stopword, split, words, Specificity};
 
 /// What kind of fact a span is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -281,8 +281,8 @@ pub struct Registry {
 /// The sentence's content words with the value masked: the frame a new value must repeat to
 /// replace an old one ("the budget for the billing revamp is <v>").
 fn frame(sentence: &str, start: usize, end: usize) -> String {
-    // The clause before the value ("Update: the budget is ..." frames as "budget").
-    let clause_start = sentence[..start].rfind([';', ':']).map_or(0, |i| i + 1);
+    // After a label ("Update: the budget is ...") the frame starts afresh.
+    let clause_start = sentence[..start].rfind(": ").map_or(0, |i| i + 2);
     let before = words(&sentence[clause_start..start]).filter(|w| !is_stopword(w));
     let after = words(&sentence[end..]).filter(|w| !is_stopword(w));
     before.chain(std::iter::once("<v>".to_string())).chain(after).collect::<Vec<_>>().join(" ")
@@ -423,32 +423,11 @@ impl Registry {
         counter: &dyn TokenCounter,
     ) -> Option<(String, Vec<String>)> {
         const HEADER: &str = "[Facts established earlier, with the turn that stated each]";
-        // Boilerplate that recurs with new numbers ("looked stable over the last 7 days")
-        // carries less than a sentence said once: a line's score is scaled by how rare its
-        // words are among the sentences seen, as inverse document frequency.
-        let mut df: BTreeMap<String, usize> = BTreeMap::new();
-        for sentence in self.sentences.keys() {
-            let unique: std::collections::BTreeSet<String> = words(sentence).filter(|w| !is_stopword(w)).collect();
-            for w in unique {
-                *df.entry(w).or_insert(0) += 1;
-            }
-        }
-        let total = self.sentences.len().max(1) as f32;
-        let specificity = |sentence: &str| {
-            let idf: Vec<f32> = words(sentence)
-                .filter(|w| !is_stopword(w))
-                .map(|w| (total / df.get(&w).copied().unwrap_or(1) as f32).ln().max(0.0))
-                .collect();
-            if idf.is_empty() {
-                0.0
-            } else {
-                idf.iter().sum::<f32>() / idf.len() as f32 / total.ln().max(1.0)
-            }
-        };
+        let specificity = Specificity::new(self.sentences.keys().map(String::as_str));
         // One line per sentence, scored by the best fact it carries.
         let mut lines: BTreeMap<(usize, String), f32> = BTreeMap::new();
         for f in self.active().filter(|f| before == 0 || f.turn_index < before) {
-            let score = (f.kind.weight() + 0.1 * (f.mentions.min(3) as f32)) * (0.5 + specificity(&f.sentence));
+            let score = (f.kind.weight() + 0.1 * (f.mentions.min(3) as f32)) * (0.5 + specificity.of(&f.sentence));
             if score <= 0.0 {
                 continue;
             }

@@ -91,6 +91,43 @@ pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
+/// How rare a sentence's words are among a set of sentences, from 0 (every word in every
+/// sentence) to about 1 (words said once): mean inverse document frequency, scaled by its
+/// maximum. Boilerplate that recurs with new numbers ("looked stable over the last 7 days")
+/// scores low; a sentence said once scores high.
+#[derive(Debug)]
+pub struct Specificity {
+    df: std::collections::BTreeMap<String, usize>,
+    total: f32,
+}
+
+impl Specificity {
+    pub fn new<'a>(sentences: impl IntoIterator<Item = &'a str>) -> Specificity {
+        let mut df = std::collections::BTreeMap::new();
+        let mut total = 0usize;
+        for s in sentences {
+            total += 1;
+            let unique: std::collections::BTreeSet<String> = words(s).filter(|w| !is_stopword(w)).collect();
+            for w in unique {
+                *df.entry(w).or_insert(0) += 1;
+            }
+        }
+        Specificity { df, total: total.max(1) as f32 }
+    }
+
+    pub fn of(&self, sentence: &str) -> f32 {
+        let idf: Vec<f32> = words(sentence)
+            .filter(|w| !is_stopword(w))
+            .map(|w| (self.total / self.df.get(&w).copied().unwrap_or(1) as f32).ln().max(0.0))
+            .collect();
+        if idf.is_empty() {
+            0.0
+        } else {
+            idf.iter().sum::<f32>() / idf.len() as f32 / self.total.ln().max(1.0)
+        }
+    }
+}
+
 /// Common words that carry no topic, left out of overlap measures and fact keys.
 pub fn is_stopword(w: &str) -> bool {
     const STOP: &[&str] = &[

@@ -339,3 +339,29 @@ fn eval_counts_unknown_locomo_evidence_as_warnings() {
         assert!(out.path().join(name).exists(), "{name}");
     }
 }
+
+#[test]
+fn summarize_quotes_sentences_with_their_turns_and_explains_the_registry() {
+    let transcript = br#"{"format": "strata.transcript/1", "id": "s1", "turns": [
+        {"id": "t1", "role": "user", "content": "Hi there! The checkout p99 is 840 ms, over the 300 ms limit."},
+        {"id": "t2", "role": "assistant", "content": "The timeout lives in deploy/checkout/config.toml. INC-4821 tracks it."},
+        {"id": "t3", "role": "user", "content": "We decided to go with Redis because we need persistence."},
+        {"id": "t4", "role": "assistant", "content": "Sounds good. I will update the runbook tomorrow."}
+    ]}"#;
+    let (_dir, path) = file("s.json", transcript);
+    let out = strata(&["summarize", &path, "--ratio", "2", "--explain"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("# s1 (4 turns, "), "{text}");
+    assert!(text.contains("t3: We decided to go with Redis because we need persistence."), "{text}");
+    assert!(!text.contains("Hi there!"), "{text}");
+    assert!(
+        text.contains("t2 path: deploy/checkout/config.toml") && text.contains("t2 identifier: INC-4821"),
+        "{text}"
+    );
+
+    let out = strata(&["summarize", &path, "--profile", "poetry"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown profile `poetry`"));
+}
