@@ -90,6 +90,12 @@ pub struct EvalConfig {
     pub summarizers: Vec<String>,
     /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
     pub progress: bool,
+    /// The local model (`qwen`, `smollm2` or a GGUF path) for `segments-abstractive`,
+    /// `summary-buffer` and the `model` and `checked` summarizers; answers are cached in the
+    /// models folder's `.cache`.
+    pub generator: Option<String>,
+    /// Only the first N conversations of each dataset (abstractive runs are slow on CPU).
+    pub limit: Option<usize>,
 }
 
 /// What `config` in `results.json` records about a run.
@@ -106,6 +112,10 @@ pub struct RunConfig {
     pub summarizers: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<Shard>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
 }
 
 /// `results.json`. Its key names are read by other tools: keep them.
@@ -159,11 +169,31 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         bail!(BadInput("nothing to run: give at least one strategy, budget and mode".into()));
     }
     let counter = strata_tokens::from_spec(&config.tokenizer)?;
+    // The generator loads once, and only if something asks for it.
+    let mut generator: Option<Arc<dyn strata_core::Generator>> = None;
+    let mut load_generator = || -> Result<Arc<dyn strata_core::Generator>> {
+        if let Some(g) = &generator {
+            return Ok(g.clone());
+        }
+        let Some(name) = &config.generator else {
+            bail!(BadInput(
+                "this strategy or summarizer needs a local model: pass --model qwen, smollm2 or a GGUF path".into()
+            ));
+        };
+        let g = strata_candle::load_generator(name, &config.models_dir)?;
+        let g: Arc<dyn strata_core::Generator> =
+            Arc::new(strata_candle::CachedGenerator::open(g, &config.models_dir.join(".cache"))?);
+        generator = Some(g.clone());
+        Ok(g)
+    };
     let strategies: Vec<Arc<dyn Strategy>> = config
         .strategies
         .iter()
-        .map(|name| strata_strategies::build(name, &config.strategy_config, None).map(Arc::from))
-        .collect::<Result<_, _>>()?;
+        .map(|name| {
+            let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
+            Ok(Arc::from(strata_strategies::build(name, &config.strategy_config, g)?))
+        })
+        .collect::<Result<_>>()?;
     let mut budgets = config.budgets.clone();
     budgets.sort_unstable();
     budgets.dedup();
@@ -192,7 +222,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         Vec::new()
     };
     let summarizers: Vec<Box<dyn summaries::Summarizer>> =
-        config.summarizers.iter().map(|n| summaries::by_name(n)).collect::<Result<_>>()?;
+        config.summarizers.iter().map(|n| summaries::by_name(n, &mut load_generator)).collect::<Result<_>>()?;
     let mut records = Records::default();
     let mut hashes = BTreeMap::new();
     let mut warnings = Vec::new();
@@ -220,6 +250,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         let shard = config.shard;
         let mut scored: Vec<(usize, Result<Records>)> = conversations
             .enumerate()
+            .take(config.limit.unwrap_or(usize::MAX))
             .filter(|(i, _)| shard.is_none_or(|s| s.takes(*i)))
             .par_bridge()
             .map(|(i, c)| {
@@ -256,6 +287,8 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         segmenters: config.segmenters.clone(),
         summarizers: config.summarizers.clone(),
         shard: config.shard,
+        generator: config.generator.clone(),
+        limit: config.limit,
     };
     finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, records)
 }

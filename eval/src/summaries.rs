@@ -3,7 +3,8 @@
 //!
 //! Methods: `lead-N`, the first N turns as they were said (the usual reference point), and
 //! `extractive-R`, strata-summarize's extractive summary at R source tokens per summary token,
-//! each kept sentence prefixed by its speaker.
+//! each kept sentence prefixed by its speaker; with `--model`, `model` (the generator's summary
+//! as written) and `checked` (after the keep-set check, extractive where it failed).
 
 use std::time::Instant;
 
@@ -71,7 +72,61 @@ impl Summarizer for Extractive {
     }
 }
 
-pub fn by_name(name: &str) -> Result<Box<dyn Summarizer>> {
+/// A generator's summary: `model` as it wrote it, `checked` after the keep-set check (the
+/// extractive summary where the check or the generator failed).
+pub struct Abstractive {
+    name: String,
+    generator: std::sync::Arc<dyn strata_core::Generator>,
+    checked: bool,
+    counter: strata_tokens::Tiktoken,
+}
+
+impl std::fmt::Debug for Abstractive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Abstractive").field("name", &self.name).field("model", &self.generator.model_id()).finish()
+    }
+}
+
+impl Summarizer for Abstractive {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn summarize(&self, c: &Conversation) -> Result<String> {
+        let config = strata_summarize::SummaryConfig::default();
+        if self.checked {
+            let out = strata_summarize::summarize(
+                &c.turns,
+                None,
+                &c.participants,
+                Some(&*self.generator),
+                None,
+                &self.counter,
+                strata_core::Tier::Cool,
+                &config,
+            );
+            return Ok(out.summary.text);
+        }
+        // The model as it is, however long it takes: this row measures the model.
+        let config = strata_summarize::SummaryConfig { deadline: None, ..config };
+        let g = self.generator.generate(&strata_summarize::request(&c.turns, None, &config))?;
+        Ok(g.text.trim().to_string())
+    }
+}
+
+/// The summarizer a name selects: `lead-N`, `extractive-R`, or, with a generator, `model`
+/// and `checked`.
+pub fn by_name(
+    name: &str,
+    generator: &mut dyn FnMut() -> Result<std::sync::Arc<dyn strata_core::Generator>>,
+) -> Result<Box<dyn Summarizer>> {
+    if name == "model" || name == "checked" {
+        return Ok(Box::new(Abstractive {
+            name: name.to_string(),
+            generator: generator()?,
+            checked: name == "checked",
+            counter: strata_tokens::Tiktoken::o200k(),
+        }));
+    }
     if let Some(r) = name.strip_prefix("extractive-").and_then(|r| r.parse::<f64>().ok()).filter(|&r| r >= 1.0) {
         return Ok(Box::new(Extractive {
             name: name.to_string(),
@@ -82,7 +137,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Summarizer>> {
     if let Some(n) = name.strip_prefix("lead-").and_then(|n| n.parse::<usize>().ok()).filter(|&n| n > 0) {
         return Ok(Box::new(Lead { name: name.to_string(), n }));
     }
-    bail!(crate::BadInput(format!("unknown summarizer `{name}`: expected lead-N or extractive-R")))
+    bail!(crate::BadInput(format!("unknown summarizer `{name}`: expected lead-N, extractive-R, model or checked")))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -78,6 +78,26 @@ impl Int8Matrix {
         }
         let panels = n.div_ceil(NR);
         let vnni = has_vnni();
+        if m == 1 {
+            // One row (a decoding step): each panel's results go straight to their place in
+            // the output, with no per-panel buffers; the step is bound by reading the weights.
+            let mut y = vec![0f32; n];
+            y.par_chunks_mut(NR).enumerate().for_each(|(p, out)| {
+                let w = &self.packed[p * NR * kp..(p + 1) * NR * kp];
+                let mut acc = [0i32; NR];
+                if vnni {
+                    // SAFETY: `has_vnni` checked the CPU features the kernel is compiled for.
+                    unsafe { kernel_vnni(&xq, 1, kp, w, &mut acc) }
+                } else {
+                    kernel_portable(&xq, 1, kp, w, &mut acc);
+                }
+                let c0 = p * NR;
+                for (((o, &a), &sw), &cs) in out.iter_mut().zip(&acc).zip(&self.scale[c0..]).zip(&self.colsum[c0..]) {
+                    *o = xs[0] * sw * (a - xz[0] * cs) as f32;
+                }
+            });
+            return y;
+        }
         // Each panel's columns for all rows: the panel's weights stay in cache while the
         // rows stream past them.
         let blocks: Vec<Vec<i32>> = (0..panels)

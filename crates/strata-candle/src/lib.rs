@@ -8,15 +8,24 @@
 //! second eval run computes nothing. Weights are found by [`locate`]: an explicit folder,
 //! `STRATA_MODELS`, the project's `models/`, then the Hugging Face Hub for users online; pinned
 //! files are checked against their sha256 before use.
+//!
+//! [`GgufGenerator`] implements [`strata_core::Generator`] for GGUF chat models (llama and
+//! qwen2 architectures, ChatML) through candle's quantized models, decoding greedily;
+//! [`CachedGenerator`] keeps its answers on disk by prompt hash.
 
 mod bert;
 mod cache;
+mod gencache;
+mod gguf;
 mod int8;
 mod kernels;
+mod llm;
 mod weights;
 
 pub use bert::{BertEmbedder, EmbedderConfig, Precision};
 pub use cache::CachedEmbedder;
+pub use gencache::CachedGenerator;
+pub use gguf::{load_generator, Backend, GgufGenerator, Timing, QWEN_CODER_05B, SMOLLM2_135M};
 pub use weights::{locate, verify, ModelSpec, MINILM};
 
 use std::path::PathBuf;

@@ -77,6 +77,13 @@ struct RunArgs {
     /// Summarizers for datasets with reference summaries, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "lead-3")]
     summarizer: Vec<String>,
+    /// A local model for segments-abstractive, summary-buffer and the `model` and `checked`
+    /// summarizers: qwen, smollm2, or a GGUF file.
+    #[arg(long, value_name = "NAME|PATH")]
+    model: Option<String>,
+    /// Only the first N conversations of each dataset.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
     /// Hide the progress bar.
     #[arg(long)]
     quiet: bool,
@@ -145,6 +152,8 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 summarizers: a.summarizer,
                 repo_root: root,
                 progress: !a.quiet,
+                generator: a.model,
+                limit: a.limit,
             };
             (strata_eval::run(&config)?, a.gate)
         }

@@ -31,7 +31,7 @@ enum Command {
     /// Print the token count of every turn and the totals.
     Tokens(tokens::Args),
     /// Score strategies' retention and token reduction on benchmark transcripts.
-    Eval(eval::Args),
+    Eval(Box<eval::Args>),
     /// Split a transcript into topic segments, with the cause of each boundary.
     Segment(segment::Args),
     /// Summarise a transcript extractively, each sentence with its source turn id.
@@ -61,7 +61,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Compress(args) => compress::run(args),
         Command::Tokens(args) => tokens::run(args),
-        Command::Eval(args) => eval::run(args),
+        Command::Eval(args) => eval::run(*args),
         Command::Segment(args) => segment::run(args),
         Command::Summarize(args) => summarize::run(args),
     };

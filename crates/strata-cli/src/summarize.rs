@@ -1,7 +1,10 @@
 //! `strata summarize`: an extractive summary of a transcript with the id of the turn behind
-//! every sentence, and with `--explain` the fact registry and how the summary scored.
+//! every sentence, or with `--model` a local model's summary that passed the keep-set check
+//! (the extractive one when it did not); `--explain` adds the fact registry and why a model's
+//! summary was refused.
 
 use std::fmt::Write;
+use std::path::PathBuf;
 
 use anyhow::Result;
 use strata_summarize::{ExtractiveConfig, Profile, Registry};
@@ -23,6 +26,13 @@ pub(crate) struct Args {
     /// Also list the facts the registry holds (superseded ones marked) and the summary's size.
     #[arg(long)]
     explain: bool,
+    /// Summarise with a local model: qwen, smollm2, or a GGUF file. Its summary is used only if
+    /// it keeps every fact of the transcript and invents none.
+    #[arg(long, value_name = "NAME|PATH")]
+    model: Option<String>,
+    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    #[arg(long, value_name = "DIR")]
+    models_dir: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: Args) -> Result<String> {

@@ -150,19 +150,58 @@ impl Segments {
         out
     }
 
-    fn summarize(&self, turns: &[Turn], previous: Option<&Summary>, history: &History, registry: &Registry) -> Summary {
+    /// A summary of `turns` (folding in `previous`); by the generator, when there is one and
+    /// `abstractive` allows it, and extractive otherwise.
+    fn summarize(
+        &self,
+        turns: &[Turn],
+        previous: Option<&Summary>,
+        history: &History,
+        registry: &Registry,
+        abstractive: bool,
+        config: &SummaryConfig,
+    ) -> Summary {
         let held = |f: &strata_summarize::Fact| registry.holds(&f.value);
         strata_summarize::summarize(
             turns,
             previous,
             &[],
-            self.generator.as_deref(),
+            if abstractive { self.generator.as_deref() } else { None },
             Some(&held),
             history.counter(),
             Tier::Cool,
-            &self.config.summary_config(),
+            config,
         )
         .summary
+    }
+}
+
+impl Segments {
+    /// Summaries of summaries: each older summary is folded into the narrative in turn, so the
+    /// narrative stays bounded however many segments it covers, and it quotes (extractive) or
+    /// restates (abstractive) what the segment summaries said, not the turns again.
+    fn fold(&self, summaries: &[Summary], history: &History, registry: &Registry) -> Summary {
+        // A fold keeps what fits its bound; it does not compress the summaries again by the
+        // segment ratio.
+        let mut config = self.config.summary_config();
+        config.extractive.ratio = 1.0;
+        let mut folded: Option<Summary> = None;
+        for s in summaries {
+            let abstractive = s.method != "extractive";
+            let mut next = self.summarize(
+                &strata_summarize::abstractive::as_turns(s),
+                folded.as_ref(),
+                history,
+                registry,
+                abstractive,
+                &config,
+            );
+            let mut ids = folded.map(|f| f.source_ids).unwrap_or_default();
+            ids.extend(s.source_ids.iter().cloned());
+            next.source_ids = ids;
+            folded = Some(next);
+        }
+        folded.expect("fold is called with at least one summary")
     }
 }
 
@@ -204,44 +243,53 @@ impl Strategy for Segments {
             left -= b.tokens;
         }
 
-        // Summaries, newest segment first, until the allowance is spent; what is older than
-        // the last one that fits is folded into one narrative, if that fits too.
-        let segments = self.split(history, history.pinned(), older_end);
+        // Segments over the whole history, so that a closed segment is the same at every later
+        // turn (and a generator's summary of it is asked for once, then cached); the segment
+        // that runs into the recent turns is still open, and its older part is summarised
+        // extractively until it closes.
         let turns = history.turns();
-        let summaries: Vec<Summary> =
-            segments.iter().map(|&(a, b)| self.summarize(&turns[a..b], None, history, &registry)).collect();
-        let mut kept: Vec<Block> = Vec::new();
-        let mut used = 0usize;
-        let mut first_kept = segments.len();
-        for (i, s) in summaries.iter().enumerate().rev() {
-            let block = summary_block(s, history);
-            if used + block.tokens > left {
+        let config = self.config.summary_config();
+        let mut summaries: Vec<Summary> = Vec::new();
+        for (a, b) in self.split(history, history.pinned(), history.len()) {
+            if b <= older_end {
+                summaries.push(self.summarize(&turns[a..b], None, history, &registry, true, &config));
+            } else if a < older_end {
+                summaries.push(self.summarize(&turns[a..older_end], None, history, &registry, false, &config));
+            }
+        }
+        // The newest summaries that fit; everything older is folded, summary by summary, into
+        // one narrative of bounded size. While narrative and summaries overflow the allowance,
+        // one more summary moves into the narrative.
+        let blocks: Vec<Block> = summaries.iter().map(|s| summary_block(s, history)).collect();
+        let mut k = 0;
+        let mut used = 0;
+        for b in blocks.iter().rev() {
+            if used + b.tokens > left {
                 break;
             }
-            used += block.tokens;
-            kept.push(block);
-            first_kept = i;
+            used += b.tokens;
+            k += 1;
         }
-        kept.reverse();
         let mut narrative: Option<Block> = None;
-        if first_kept > 0 {
-            // Fold the older segments, oldest first, each fold bounded in size.
-            let mut folded: Option<Summary> = None;
-            for &(a, b) in &segments[..first_kept] {
-                folded = Some(self.summarize(&turns[a..b], folded.as_ref(), history, &registry));
+        while k < blocks.len() {
+            let older = &summaries[..blocks.len() - k];
+            let folded = self.fold(older, history, &registry);
+            let newest: usize = blocks[blocks.len() - k..].iter().map(|b| b.tokens).sum();
+            let block = summary_block(&folded, history);
+            if newest + block.tokens <= left {
+                narrative = Some(block);
+                break;
             }
-            if let Some(f) = folded {
-                let block = summary_block(&f, history);
-                if used + block.tokens <= left {
-                    narrative = Some(block);
-                } else {
-                    ctx.notes.push(format!(
-                        "the narrative of turns before {} does not fit; the registry stands for them",
-                        turns[segments[first_kept.min(segments.len() - 1)].0].id
-                    ));
-                }
+            if k == 0 {
+                ctx.notes.push(format!(
+                    "the narrative of turns before {} does not fit; the registry stands for them",
+                    turns[older_end].id
+                ));
+                break;
             }
+            k -= 1;
         }
+        let kept = blocks[blocks.len() - k..].to_vec();
         ctx.blocks.extend(narrative);
         ctx.blocks.extend(kept);
         ctx.blocks.extend(registry_block);

@@ -109,7 +109,7 @@ pub fn summarize(
         Some(_) => SummaryLevel::Narrative,
     };
     // What the summary stands for: the previous summary (as the turns it kept) and the turns.
-    let mut source: Vec<Turn> = previous.map(summary_turns).unwrap_or_default();
+    let mut source: Vec<Turn> = previous.map(as_turns).unwrap_or_default();
     source.extend(turns.iter().cloned());
 
     let mut fallback = None;
@@ -143,8 +143,9 @@ pub fn summarize(
 }
 
 /// A summary read back as turns (one per `id: text` line it renders), so that folding an
-/// extractive summary keeps its sentences verbatim with their original turn ids.
-fn summary_turns(summary: &Summary) -> Vec<Turn> {
+/// extractive summary keeps its sentences verbatim with their original turn ids; an
+/// abstractive one is one turn, named by the last turn it covers.
+pub fn as_turns(summary: &Summary) -> Vec<Turn> {
     if summary.method != "extractive" {
         let id = summary.source_ids.last().cloned().unwrap_or_else(|| "summary".to_string());
         return vec![Turn::new(id, Role::System, summary.text.clone())];

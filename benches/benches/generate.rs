@@ -1,0 +1,142 @@
+//! Generation throughput: candle (strata-candle's `GgufGenerator`) against llama.cpp (through
+//! llama-cpp-python) on the same GGUF file, the same prompt token ids (about 1,000), the same
+//! thread count, greedy decoding, in the same run. Needs the GGUF models (`cargo xtask
+//! fetch-models`) and python3 with pip: the bench installs llama-cpp-python itself (a source
+//! build of about 8 minutes the first time; pip keeps the wheel).
+//!
+//! Prints prompt and generated tokens per second for both, and the ratios.
+
+#![allow(clippy::print_stdout)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use strata_candle::{Backend, GgufGenerator, ModelSpec, QWEN_CODER_05B, SMOLLM2_135M};
+
+const RUNS: usize = 3;
+const GENERATE: usize = 64;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A summary prompt over a conversation from the committed probe set, cut to about 1,000
+/// tokens of this model's tokenizer.
+fn prompt(g: &GgufGenerator, root: &Path) -> Vec<u32> {
+    let text = std::fs::read_to_string(root.join("datasets/probes/probes.jsonl")).expect("the probe set");
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    let mut transcript = String::new();
+    for t in first["turns"].as_array().unwrap() {
+        transcript.push_str(&format!(
+            "{}: {}\n",
+            t["speaker"].as_str().unwrap_or("user"),
+            t["content"].as_str().unwrap()
+        ));
+        let rendered = GgufGenerator::render(&[
+            strata_core::ChatMessage { role: strata_core::Role::System, content: "You write summaries.".into() },
+            strata_core::ChatMessage {
+                role: strata_core::Role::User,
+                content: format!("<transcript>\n{transcript}</transcript>\nSummarize the transcript."),
+            },
+        ]);
+        let ids = g.encode(&rendered).unwrap();
+        if ids.len() >= 1000 {
+            return ids;
+        }
+    }
+    panic!("the conversation is shorter than 1,000 tokens");
+}
+
+fn main() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let models = std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"));
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let quick = std::env::var_os("STRATA_BENCH_QUICK").is_some();
+    if !quick {
+        let status = Command::new("python3")
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                "--root-user-action=ignore",
+                "llama-cpp-python==0.3.36",
+            ])
+            .env("CMAKE_ARGS", "-DGGML_NATIVE=ON -DGGML_OPENMP=ON")
+            .status()
+            .expect("python3 with pip");
+        assert!(status.success(), "installing llama-cpp-python failed");
+    }
+    println!("| model | engine | prompt tokens/s | generated tokens/s | ratio prompt | ratio generated |");
+    println!("| --- | --- | ---: | ---: | ---: | ---: |");
+    for spec in [SMOLLM2_135M, QWEN_CODER_05B] {
+        bench(&spec, &models, &root, threads, quick);
+    }
+}
+
+/// Medians of prompt and generation tokens per second over `RUNS` timed runs, and the ids
+/// generated.
+fn time_candle(g: &GgufGenerator, ids: &[u32]) -> (f64, f64, Vec<u32>) {
+    let (mut p, mut t) = (Vec::new(), Vec::new());
+    let mut last = Vec::new();
+    for run in 0..=RUNS {
+        let (out, timing) = g.time_generation(ids, GENERATE).unwrap();
+        // The first run warms caches and is not counted.
+        if run > 0 {
+            p.push(timing.prompt_tokens as f64 / timing.prompt_seconds);
+            t.push(timing.generated_tokens as f64 / timing.generate_seconds);
+        }
+        last = out;
+    }
+    (median(p), median(t), last)
+}
+
+fn same_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, quick: bool) {
+    let path = models.join(spec.folder).join(spec.files[0].name);
+    strata_candle::verify(&models.join(spec.folder), spec).unwrap_or_else(|e| panic!("{e}"));
+    let ours = GgufGenerator::load_with(&path, spec.folder, Backend::Int8).unwrap();
+    let ids = prompt(&ours, root);
+    let (ip, it, int8_ids) = time_candle(&ours, &ids);
+    drop(ours);
+    let name = format!("{} ({} prompt tokens)", spec.folder, ids.len());
+    if quick {
+        // Quick runs profile our path alone.
+        println!("| {name} | strata-candle int8 | {ip:.1} | {it:.1} | | |");
+        return;
+    }
+    let stock = GgufGenerator::load_with(&path, spec.folder, Backend::Candle).unwrap();
+    let (cp, ct, candle_ids) = time_candle(&stock, &ids);
+    drop(stock);
+    let tmp = std::env::temp_dir().join(format!("strata-gen-bench-{}.json", std::process::id()));
+    std::fs::write(&tmp, serde_json::to_string(&ids).unwrap()).unwrap();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("generate/llama_reference.py");
+    let out = Command::new("python3")
+        .arg(&script)
+        .arg(&path)
+        .arg(&tmp)
+        .arg(GENERATE.to_string())
+        .arg(threads.to_string())
+        .arg(RUNS.to_string())
+        .output()
+        .expect("running the llama.cpp reference");
+    std::fs::remove_file(&tmp).ok();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(out.stdout.trim_ascii()).expect("the reference's JSON");
+    let (lp, lt) =
+        (report["prompt_tokens_per_s"].as_f64().unwrap(), report["generated_tokens_per_s"].as_f64().unwrap());
+    let llama_ids: Vec<u32> = report["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+    println!("| {name} | strata-candle int8 | {ip:.1} | {it:.1} | {:.2} | {:.2} |", ip / lp, it / lt);
+    println!("| | candle-transformers quantized | {cp:.1} | {ct:.1} | {:.2} | {:.2} |", cp / lp, ct / lt);
+    println!("| | llama.cpp (llama-cpp-python 0.3.36) | {lp:.1} | {lt:.1} | 1.00 | 1.00 |");
+    println!(
+        "| | greedy tokens shared with llama.cpp before the first difference | int8 {}, candle-transformers {} of {GENERATE} | | | |",
+        same_prefix(&int8_ids, &llama_ids),
+        same_prefix(&candle_ids, &llama_ids)
+    );
+}

@@ -1,0 +1,310 @@
+//! Local text generation from GGUF files through candle's quantized llama and qwen2 models:
+//! the tokenizer built from the file's metadata, the ChatML chat template both supported
+//! models use, greedy decoding, a token limit and a deadline.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use candle_core::quantized::gguf_file;
+use candle_core::quantized::tokenizer::TokenizerFromGguf;
+use candle_core::{Device, Tensor};
+use candle_transformers::models::{quantized_llama, quantized_qwen2};
+use strata_core::{GenerateError, GenerateRequest, Generation, Generator, Role};
+use tokenizers::Tokenizer;
+
+use crate::weights::{ModelSpec, PinnedFile};
+use crate::ModelError;
+
+/// Qwen2.5-Coder-0.5B-Instruct, Q4_K_M: the default summarizer.
+pub const QWEN_CODER_05B: ModelSpec = ModelSpec {
+    folder: "qwen2.5-coder-0.5b-instruct",
+    hub_id: "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
+    files: &[PinnedFile {
+        name: "model-q4_k_m.gguf",
+        size: 491_400_064,
+        sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
+    }],
+};
+
+/// SmolLM2-135M-Instruct, Q4_1: small and fast, for tests.
+pub const SMOLLM2_135M: ModelSpec = ModelSpec {
+    folder: "smollm2-135m-instruct",
+    hub_id: "HuggingFaceTB/SmolLM2-135M-Instruct",
+    files: &[PinnedFile {
+        name: "model-q4_1.gguf",
+        size: 98_362_432,
+        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    }],
+};
+
+/// The generator `name` selects: `qwen` (Qwen2.5-Coder-0.5B, the default summarizer) or
+/// `smollm2` from `models_dir`, checked against their pinned hashes, or a path to any GGUF
+/// file of a supported architecture (named by its file stem).
+pub fn load_generator(name: &str, models_dir: &Path) -> Result<GgufGenerator, ModelError> {
+    let spec = match name {
+        "qwen" | "qwen2.5-coder-0.5b-instruct" => Some(QWEN_CODER_05B),
+        "smollm2" | "smollm2-135m-instruct" => Some(SMOLLM2_135M),
+        _ => None,
+    };
+    match spec {
+        Some(spec) => {
+            let dir = models_dir.join(spec.folder);
+            crate::verify(&dir, &spec)?;
+            GgufGenerator::load(&dir.join(spec.files[0].name), spec.folder)
+        }
+        None => {
+            let path = Path::new(name);
+            let id = path.file_stem().map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned());
+            GgufGenerator::load(path, &id)
+        }
+    }
+}
+
+/// Which implementation runs the model.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// strata-candle's decoder with 8-bit integer linear layers: the fast one.
+    #[default]
+    Int8,
+    /// candle-transformers' quantized llama and qwen2, on the GGUF blocks as they are: the
+    /// reference.
+    Candle,
+}
+
+enum Model {
+    Llama(quantized_llama::ModelWeights),
+    Qwen2(quantized_qwen2::ModelWeights),
+    Int8(Box<crate::llm::Decoder>),
+}
+
+impl Model {
+    /// The logits after `ids` at positions `pos..`.
+    fn forward(&mut self, ids: &[u32], pos: usize, device: &Device) -> candle_core::Result<Vec<f32>> {
+        let input = || Tensor::new(ids, device)?.unsqueeze(0);
+        match self {
+            Model::Llama(m) => m.forward(&input()?, pos)?.squeeze(0)?.to_vec1(),
+            Model::Qwen2(m) => m.forward(&input()?, pos)?.squeeze(0)?.to_vec1(),
+            Model::Int8(m) => m.forward(ids, pos),
+        }
+    }
+
+    fn clear(&mut self) {
+        match self {
+            Model::Llama(m) => m.clear_kv_cache(),
+            Model::Qwen2(m) => m.clear_kv_cache(),
+            Model::Int8(m) => m.clear(),
+        }
+    }
+}
+
+/// A chat model in a GGUF file. Calls are serialised: the model holds one KV cache.
+pub struct GgufGenerator {
+    model_id: String,
+    path: PathBuf,
+    tokenizer: Tokenizer,
+    model: Mutex<Model>,
+    stops: Vec<u32>,
+    context_length: usize,
+    device: Device,
+}
+
+impl std::fmt::Debug for GgufGenerator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GgufGenerator").field("model_id", &self.model_id).field("path", &self.path).finish()
+    }
+}
+
+/// Tokens and time of one generation, for benchmarks.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    pub prompt_tokens: usize,
+    pub prompt_seconds: f64,
+    pub generated_tokens: usize,
+    pub generate_seconds: f64,
+}
+
+impl GgufGenerator {
+    /// Loads a GGUF file of the llama or qwen2 architecture. `model_id` names the model in
+    /// caches and results.
+    pub fn load(path: &Path, model_id: &str) -> Result<GgufGenerator, ModelError> {
+        GgufGenerator::load_with(path, model_id, Backend::default())
+    }
+
+    /// As [`GgufGenerator::load`], with the implementation chosen.
+    pub fn load_with(path: &Path, model_id: &str, backend: Backend) -> Result<GgufGenerator, ModelError> {
+        let err = |message: String| ModelError::Load { path: path.to_path_buf(), message };
+        let mut file = std::fs::File::open(path).map_err(|_| ModelError::Missing { path: path.to_path_buf() })?;
+        let content = gguf_file::Content::read(&mut file).map_err(|e| err(format!("not a GGUF file: {e}")))?;
+        let meta_str = |key: &str| content.metadata.get(key).and_then(|v| v.to_string().ok()).cloned();
+        let arch = meta_str("general.architecture").ok_or_else(|| err("no general.architecture".into()))?;
+        // Both supported models speak ChatML; a file with another template would be prompted
+        // wrongly, so it is refused rather than run. The template is read, never executed.
+        let template = meta_str("tokenizer.chat_template").unwrap_or_default();
+        if !template.contains("<|im_start|>") {
+            return Err(err("the chat template is not ChatML (<|im_start|>); only ChatML models are supported".into()));
+        }
+        let context_length =
+            content.metadata.get(&format!("{arch}.context_length")).and_then(|v| v.to_u32().ok()).unwrap_or(2048)
+                as usize;
+        let mut tokenizer = Tokenizer::from_gguf(&content).map_err(|e| err(format!("tokenizer: {e}")))?;
+        if meta_str("tokenizer.ggml.pre").as_deref() == Some("smollm") {
+            // candle's loader treats `smollm` as plain GPT-2, which adds a space before the
+            // text; SmolLM2's own tokenizer splits digits one by one and adds no space.
+            use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
+            use tokenizers::pre_tokenizers::{byte_level::ByteLevel, digits::Digits, sequence::Sequence};
+            let pre = Sequence::new(vec![Digits::new(true).into(), ByteLevel::new(false, true, true).into()]);
+            tokenizer.with_pre_tokenizer(Some(pre));
+            tokenizer.with_decoder(Some(ByteLevelDecoder::new(false, true, true)));
+        }
+        let device = Device::Cpu;
+        let model = match (backend, arch.as_str()) {
+            (Backend::Int8, "llama" | "qwen2") => Model::Int8(Box::new(
+                crate::llm::Decoder::load(&content, &mut file, &arch, context_length)
+                    .map_err(|e| err(e.to_string()))?,
+            )),
+            (_, "llama") => Model::Llama(
+                quantized_llama::ModelWeights::from_gguf(content, &mut file, &device)
+                    .map_err(|e| err(e.to_string()))?,
+            ),
+            (_, "qwen2") => Model::Qwen2(
+                quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &device)
+                    .map_err(|e| err(e.to_string()))?,
+            ),
+            (_, other) => return Err(err(format!("architecture {other} is not supported (llama, qwen2)"))),
+        };
+        let stops: Vec<u32> = ["<|im_end|>", "<|endoftext|>"].iter().filter_map(|t| tokenizer.token_to_id(t)).collect();
+        if stops.is_empty() {
+            return Err(err("no <|im_end|> or <|endoftext|> token".into()));
+        }
+        // The two backends round differently; caches must not mix their answers.
+        let model_id = match backend {
+            Backend::Int8 => model_id.to_string(),
+            Backend::Candle => format!("{model_id}+candle"),
+        };
+        Ok(GgufGenerator {
+            model_id,
+            path: path.to_path_buf(),
+            tokenizer,
+            model: Mutex::new(model),
+            stops,
+            context_length,
+            device,
+        })
+    }
+
+    /// The prompt in ChatML, ending with the assistant's turn opened.
+    pub fn render(messages: &[strata_core::ChatMessage]) -> String {
+        let mut out = String::new();
+        for m in messages {
+            let role = match m.role {
+                Role::System => "system",
+                Role::User => "user",
+                Role::Assistant => "assistant",
+                Role::Tool => "tool",
+            };
+            out.push_str(&format!("<|im_start|>{role}\n{}<|im_end|>\n", m.content));
+        }
+        out.push_str("<|im_start|>assistant\n");
+        out
+    }
+
+    /// The token ids of a rendered prompt.
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>, GenerateError> {
+        let enc = self.tokenizer.encode(text, false).map_err(|e| self.backend(e.to_string()))?;
+        Ok(enc.get_ids().to_vec())
+    }
+
+    fn backend(&self, message: String) -> GenerateError {
+        GenerateError::Backend { model: self.model_id.clone(), message }
+    }
+
+    /// Generates greedily from token ids, with the time spent on the prompt and on the rest.
+    pub fn generate_ids(
+        &self,
+        prompt: &[u32],
+        max_tokens: usize,
+        deadline: Option<std::time::Duration>,
+    ) -> Result<(Vec<u32>, Timing), GenerateError> {
+        self.decode_greedy(prompt, max_tokens, deadline, true)
+    }
+
+    /// The logits for the token after `prompt`, for comparing implementations.
+    pub fn next_logits(&self, prompt: &[u32]) -> Result<Vec<f32>, GenerateError> {
+        let mut model = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
+        model.clear();
+        model.forward(prompt, 0, &self.device).map_err(|e| self.backend(e.to_string()))
+    }
+
+    /// Exactly `n` tokens after the prompt, end-of-turn tokens or not: what benchmarks time.
+    pub fn time_generation(&self, prompt: &[u32], n: usize) -> Result<(Vec<u32>, Timing), GenerateError> {
+        self.decode_greedy(prompt, n, None, false)
+    }
+
+    fn decode_greedy(
+        &self,
+        prompt: &[u32],
+        max_tokens: usize,
+        deadline: Option<std::time::Duration>,
+        stop: bool,
+    ) -> Result<(Vec<u32>, Timing), GenerateError> {
+        let start = Instant::now();
+        if prompt.is_empty() {
+            return Err(self.backend("empty prompt".into()));
+        }
+        if prompt.len() + max_tokens > self.context_length {
+            return Err(self.backend(format!(
+                "prompt of {} tokens plus {max_tokens} to generate exceeds the context of {}",
+                prompt.len(),
+                self.context_length
+            )));
+        }
+        let mut model = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
+        model.clear();
+        let run = |model: &mut Model, ids: &[u32], pos: usize| -> Result<u32, GenerateError> {
+            let logits = model.forward(ids, pos, &self.device).map_err(|e| self.backend(e.to_string()))?;
+            // Greedy: the first of the highest logits, so ties resolve the same way every time.
+            let mut best = 0usize;
+            for (i, &v) in logits.iter().enumerate() {
+                if v > logits[best] {
+                    best = i;
+                }
+            }
+            Ok(best as u32)
+        };
+        let timeout = || GenerateError::Timeout { model: self.model_id.clone(), after: deadline.unwrap_or_default() };
+        let mut next = run(&mut model, prompt, 0)?;
+        let prompt_seconds = start.elapsed().as_secs_f64();
+        let mut out = Vec::new();
+        while out.len() < max_tokens && !(stop && self.stops.contains(&next)) {
+            if deadline.is_some_and(|d| start.elapsed() > d) {
+                return Err(timeout());
+            }
+            out.push(next);
+            next = run(&mut model, &[next], prompt.len() + out.len() - 1)?;
+        }
+        let timing = Timing {
+            prompt_tokens: prompt.len(),
+            prompt_seconds,
+            generated_tokens: out.len(),
+            generate_seconds: start.elapsed().as_secs_f64() - prompt_seconds,
+        };
+        Ok((out, timing))
+    }
+
+    pub fn decode(&self, ids: &[u32]) -> Result<String, GenerateError> {
+        self.tokenizer.decode(ids, true).map_err(|e| self.backend(e.to_string()))
+    }
+}
+
+impl Generator for GgufGenerator {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
+        let prompt = self.encode(&GgufGenerator::render(&request.messages))?;
+        let (ids, _) = self.generate_ids(&prompt, request.max_tokens, request.deadline)?;
+        Ok(Generation { text: self.decode(&ids)?, prompt_tokens: prompt.len(), generated_tokens: ids.len() })
+    }
+}
