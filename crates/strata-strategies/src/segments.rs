@@ -281,9 +281,9 @@ impl Strategy for Segments {
                 break;
             }
             if k == 0 {
+                let upto = turns.get(older_end.saturating_sub(1)).map_or("", |t| t.id.as_str());
                 ctx.notes.push(format!(
-                    "the narrative of turns before {} does not fit; the registry stands for them",
-                    turns[older_end].id
+                    "the narrative of turns up to {upto} does not fit; the registry stands for them"
                 ));
                 break;
             }
