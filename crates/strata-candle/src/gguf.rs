@@ -61,6 +61,9 @@ pub fn load_generator(name: &str, models_dir: &Path) -> Result<GgufGenerator, Mo
     }
 }
 
+/// Prompt tokens per forward pass.
+const PREFILL_CHUNK: usize = 512;
+
 /// Which implementation runs the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
@@ -273,7 +276,12 @@ impl GgufGenerator {
             Ok(best as u32)
         };
         let timeout = || GenerateError::Timeout { model: self.model_id.clone(), after: deadline.unwrap_or_default() };
-        let mut next = run(&mut model, prompt, 0)?;
+        // The prompt goes in chunks: attention over a chunk is (chunk × context) rather than
+        // (prompt × prompt), which keeps a long prompt's score matrices small.
+        let mut next = 0;
+        for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
+            next = run(&mut model, chunk, i * PREFILL_CHUNK)?;
+        }
         let prompt_seconds = start.elapsed().as_secs_f64();
         let mut out = Vec::new();
         while out.len() < max_tokens && !(stop && self.stops.contains(&next)) {

@@ -41,7 +41,42 @@ struct Layer {
     gate: Linear,
     up: Linear,
     down: Linear,
-    cache: Option<(Tensor, Tensor)>,
+    cache: Option<Kv>,
+}
+
+/// A layer's keys and values, in buffers with room to grow: a step writes its row in place
+/// instead of copying the whole cache into a new tensor.
+struct Kv {
+    k: Tensor,
+    v: Tensor,
+    len: usize,
+}
+
+impl Kv {
+    /// Appends `k` and `v` (`(1, kv_heads, t, d)`) and returns views of everything so far.
+    fn append(cache: &mut Option<Kv>, k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
+        let (_, heads, t, d) = k.dims4()?;
+        let len = cache.as_ref().map_or(0, |c| c.len);
+        let cap = cache.as_ref().map_or(0, |c| c.k.dim(2).unwrap_or(0));
+        if len + t > cap {
+            // Double, so that growing costs O(1) per token over a generation.
+            let new_cap = (2 * cap).max(len + t).max(256);
+            let grow = |old: Option<&Tensor>| -> candle_core::Result<Tensor> {
+                let buf = Tensor::zeros((1, heads, new_cap, d), DType::F32, k.device())?;
+                if let Some(old) = old {
+                    buf.slice_set(&old.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+                }
+                Ok(buf)
+            };
+            let (nk, nv) = (grow(cache.as_ref().map(|c| &c.k))?, grow(cache.as_ref().map(|c| &c.v))?);
+            *cache = Some(Kv { k: nk, v: nv, len });
+        }
+        let c = cache.as_mut().expect("allocated above");
+        c.k.slice_set(&k.contiguous()?, 2, len)?;
+        c.v.slice_set(&v.contiguous()?, 2, len)?;
+        c.len = len + t;
+        Ok((c.k.narrow(2, 0, c.len)?, c.v.narrow(2, 0, c.len)?))
+    }
 }
 
 /// The decoder's weights and its key-value cache.
@@ -176,6 +211,12 @@ impl Decoder {
             None
         };
         let scale = 1.0 / (d as f64).sqrt();
+        let group = heads / kv_heads;
+        // One mask row per query head of a group, built once for all layers.
+        let mask = match mask {
+            Some(m) => Some(m.repeat((group, 1))?.reshape((1, 1, group * t, pos + t))?),
+            None => None,
+        };
         for li in 0..self.layers.len() {
             let h = candle_nn::ops::rms_norm(&x, &self.layers[li].attn_norm, self.eps as f32)?;
             let layer = &self.layers[li];
@@ -184,20 +225,17 @@ impl Decoder {
             let v = layer.v.forward(&h)?.reshape((t, kv_heads, d))?.transpose(0, 1)?.unsqueeze(0)?.contiguous()?;
             let q = self.rope(&q, pos)?;
             let k = self.rope(&k, pos)?;
-            let (k, v) = match &self.layers[li].cache {
-                Some((kc, vc)) if pos > 0 => (Tensor::cat(&[kc, &k], 2)?, Tensor::cat(&[vc, &v], 2)?),
-                _ => (k, v),
-            };
-            self.layers[li].cache = Some((k.clone(), v.clone()));
+            if pos == 0 {
+                self.layers[li].cache = None;
+            }
+            let (k, v) = Kv::append(&mut self.layers[li].cache, &k, &v)?;
             let layer = &self.layers[li];
             // Grouped-query attention: each key-value head serves heads / kv_heads query heads,
             // done by folding the group into the query's time axis instead of copying keys.
-            let group = heads / kv_heads;
             let q = q.reshape((1, kv_heads, group * t, d))?;
             let mut att = (q.matmul(&k.t()?)? * scale)?;
             if let Some(m) = &mask {
-                let m = m.repeat((group, 1))?.reshape((1, 1, group * t, pos + t))?;
-                att = att.broadcast_add(&m)?;
+                att = att.broadcast_add(m)?;
             }
             let att = candle_nn::ops::softmax_last_dim(&att)?;
             let y = att.matmul(&v)?.reshape((heads, t, d))?.transpose(0, 1)?.reshape((t, heads * d))?;

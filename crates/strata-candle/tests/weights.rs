@@ -153,3 +153,15 @@ fn the_int8_decoder_follows_candles_reference_decoder() {
         }
     }
 }
+
+#[test]
+fn a_long_prompt_in_chunks_gives_the_next_token_of_one_pass() {
+    let smol = generator(&strata_candle::SMOLLM2_135M);
+    let long = "The deploy of service alpha went out at noon and the error rate stayed flat. ".repeat(90);
+    let prompt = smol.encode(&strata_candle::GgufGenerator::render(&ask(&long, 4).messages)).unwrap();
+    assert!(prompt.len() > 1100, "{} tokens", prompt.len());
+    let logits = smol.next_logits(&prompt).unwrap();
+    let top = (0..logits.len()).max_by(|&i, &j| logits[i].total_cmp(&logits[j]).then(j.cmp(&i))).unwrap();
+    let (ids, _) = smol.time_generation(&prompt, 1).unwrap();
+    assert_eq!(ids[0] as usize, top);
+}

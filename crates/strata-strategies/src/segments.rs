@@ -282,9 +282,8 @@ impl Strategy for Segments {
             }
             if k == 0 {
                 let upto = turns.get(older_end.saturating_sub(1)).map_or("", |t| t.id.as_str());
-                ctx.notes.push(format!(
-                    "the narrative of turns up to {upto} does not fit; the registry stands for them"
-                ));
+                ctx.notes
+                    .push(format!("the narrative of turns up to {upto} does not fit; the registry stands for them"));
                 break;
             }
             k -= 1;
