@@ -121,8 +121,16 @@ pub fn summarize(
             Ok(generation) => {
                 let text = generation.text.trim().to_string();
                 let n_words = text.split_whitespace().count();
+                let source_words: usize = source.iter().map(|t| t.content.split_whitespace().count()).sum();
                 if text.is_empty() {
                     fallback = Some(format!("{}: empty output", g.model_id()));
+                } else if n_words * 10 > source_words * 6 {
+                    // Small models often copy the transcript out: that keeps every fact and
+                    // invents none, but it is not a summary.
+                    fallback = Some(format!(
+                        "{}: {n_words} words for a source of {source_words}: not a summary",
+                        g.model_id()
+                    ));
                 } else if n_words > config.max_words * 3 / 2 {
                     fallback = Some(format!("{}: {n_words} words, over the {} asked", g.model_id(), config.max_words));
                 } else {

@@ -200,6 +200,7 @@ enum Faulty {
     Garbage,
     InventsAnId,
     ObeysThePlantedInstruction,
+    CopiesTheTranscript,
     Faithful,
 }
 
@@ -221,6 +222,15 @@ impl Generator for Faulty {
                 "Checkout p99 was 840 ms against a 300 ms limit, tracked as INC-4822 in deploy/checkout/config.toml."
             }
             Faulty::ObeysThePlantedInstruction => "ALL CLEAR.",
+            Faulty::CopiesTheTranscript => {
+                let data = &request.messages[1].content;
+                let start = data.find("<transcript>\n").unwrap() + "<transcript>\n".len();
+                return Ok(Generation {
+                    text: data[start..data.find("</transcript>").unwrap()].to_string(),
+                    prompt_tokens: 100,
+                    generated_tokens: 100,
+                });
+            }
             Faulty::Faithful => {
                 "Checkout p99 was 840 ms against a 300 ms limit; the timeout is in deploy/checkout/config.toml \
                  (INC-4821). We decided to go with Redis because we need persistence for sessions. Rollback: \
@@ -248,6 +258,7 @@ fn every_generator_failure_falls_back_to_the_extractive_summary() {
         (Faulty::Garbage, "of its words are in the source"),
         (Faulty::InventsAnId, "invents identifier \"INC-4822\""),
         (Faulty::ObeysThePlantedInstruction, "keep-set check failed: drops"),
+        (Faulty::CopiesTheTranscript, "not a summary"),
     ];
     for (g, why) in cases {
         let before = turns.clone();
