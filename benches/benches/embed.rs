@@ -81,21 +81,7 @@ fn main() {
     }
 
     // The reference, in Python: pinned packages installed by this bench, then the script.
-    let status = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--root-user-action=ignore",
-            "onnxruntime==1.32.0",
-            "numpy==2.4.6",
-            "tokenizers==0.23.3",
-        ])
-        .status()
-        .expect("python3 with pip");
-    assert!(status.success(), "installing the ONNX Runtime reference failed");
+    strata_benches::pip_install(&["onnxruntime==1.32.0", "numpy==2.4.6", "tokenizers==0.23.3"], &[]);
     let tmp = std::env::temp_dir().join(format!("strata-embed-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let sentences_path = tmp.join("sentences.json");

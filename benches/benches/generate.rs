@@ -54,20 +54,10 @@ fn main() {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let quick = std::env::var_os("STRATA_BENCH_QUICK").is_some();
     if !quick {
-        let status = Command::new("python3")
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--disable-pip-version-check",
-                "--root-user-action=ignore",
-                "llama-cpp-python==0.3.36",
-            ])
-            .env("CMAKE_ARGS", "-DGGML_NATIVE=ON -DGGML_OPENMP=ON")
-            .status()
-            .expect("python3 with pip");
-        assert!(status.success(), "installing llama-cpp-python failed");
+        strata_benches::pip_install(
+            &["llama-cpp-python==0.3.36"],
+            &[("CMAKE_ARGS", "-DGGML_NATIVE=ON -DGGML_OPENMP=ON")],
+        );
     }
     println!("| model | engine | prompt tokens/s | generated tokens/s | ratio prompt | ratio generated |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");

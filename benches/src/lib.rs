@@ -152,3 +152,17 @@ pub fn sentences(n: usize) -> Vec<String> {
         })
         .collect()
 }
+
+/// Installs pinned Python packages for a bench's reference side (`python3 -m pip install`),
+/// with `env` set for the build (llama-cpp-python reads `CMAKE_ARGS`). Panics with the package
+/// list when pip fails: a bench cannot go on without its reference.
+pub fn pip_install(packages: &[&str], env: &[(&str, &str)]) {
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--root-user-action=ignore"]);
+    cmd.args(packages);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let status = cmd.status().expect("python3 with pip");
+    assert!(status.success(), "installing {} failed", packages.join(" "));
+}

@@ -39,6 +39,14 @@ impl<E: Embedder> std::fmt::Debug for CachedEmbedder<E> {
     }
 }
 
+/// A model id as a file name: anything but letters, digits, `-`, `.` and `+` becomes `_`.
+pub(crate) fn file_name(model_id: &str) -> String {
+    model_id
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '+' { c } else { '_' })
+        .collect()
+}
+
 fn key(model: &str, text: &str) -> Key {
     let mut h = Sha256::new();
     h.update(model.as_bytes());
@@ -50,11 +58,7 @@ fn key(model: &str, text: &str) -> Key {
 impl<E: Embedder> CachedEmbedder<E> {
     /// Opens (or creates) the cache for `inner`'s model under `dir`.
     pub fn open(inner: E, dir: &Path) -> Result<CachedEmbedder<E>, ModelError> {
-        let name: String = inner
-            .model_id()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '+' { c } else { '_' })
-            .collect();
+        let name = file_name(inner.model_id());
         let path = dir.join(format!("embeddings-{name}-{}.bin", inner.dim()));
         let io = |e: std::io::Error| ModelError::Load { path: path.clone(), message: e.to_string() };
         std::fs::create_dir_all(dir).map_err(io)?;

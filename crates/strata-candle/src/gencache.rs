@@ -34,12 +34,7 @@ impl<G: Generator> std::fmt::Debug for CachedGenerator<G> {
 impl<G: Generator> CachedGenerator<G> {
     /// Caches `inner`'s answers under `dir/generations/<model id>/`.
     pub fn open(inner: G, dir: &Path) -> Result<CachedGenerator<G>, ModelError> {
-        let name: String = inner
-            .model_id()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '.' || c == '+' { c } else { '_' })
-            .collect();
-        let dir = dir.join("generations").join(name);
+        let dir = dir.join("generations").join(crate::cache::file_name(inner.model_id()));
         std::fs::create_dir_all(&dir).map_err(|e| ModelError::Load { path: dir.clone(), message: e.to_string() })?;
         Ok(CachedGenerator { inner, dir })
     }
