@@ -403,30 +403,11 @@ impl Registry {
     /// most important first (kind, then later mentions, then recency), shown in conversation
     /// order. Returns the text and the turn ids it quotes; `None` when nothing fits.
     pub fn render(&self, allowance: usize, counter: &dyn TokenCounter) -> Option<(String, Vec<String>)> {
-        self.render_from(0, allowance, counter)
-    }
-
-    /// As [`Registry::render`], for facts stated before turn `before` only.
-    pub fn render_before(
-        &self,
-        before: usize,
-        allowance: usize,
-        counter: &dyn TokenCounter,
-    ) -> Option<(String, Vec<String>)> {
-        self.render_from(before, allowance, counter)
-    }
-
-    fn render_from(
-        &self,
-        before: usize,
-        allowance: usize,
-        counter: &dyn TokenCounter,
-    ) -> Option<(String, Vec<String>)> {
         const HEADER: &str = "[Facts established earlier, with the turn that stated each]";
         let specificity = Specificity::new(self.sentences.keys().map(String::as_str));
         // One line per sentence, scored by the best fact it carries.
         let mut lines: BTreeMap<(usize, String), f32> = BTreeMap::new();
-        for f in self.active().filter(|f| before == 0 || f.turn_index < before) {
+        for f in self.active() {
             let score = (f.kind.weight() + 0.1 * (f.mentions.min(3) as f32)) * (0.5 + specificity.of(&f.sentence));
             if score <= 0.0 {
                 continue;
