@@ -162,6 +162,21 @@ pub trait Store: Send + Sync {
 pub enum StoreError {
     #[error("store {location}: {message}")]
     Backend { location: String, message: String },
+    /// The file is not a Strata store (another program's database, or not a database at all);
+    /// it is left untouched.
+    #[error("store {location}: {message}; the file was left untouched")]
+    Foreign { location: String, message: String },
+    /// The file is a Strata store whose contents fail SQLite's integrity check.
+    #[error("store {location}: corrupt database: {message}; the file was left untouched")]
+    Corrupt { location: String, message: String },
+    /// Written by a newer Strata; opening it could lose what that version stores.
+    #[error(
+        "store {location}: schema version {found} is newer than this build supports ({supported}); upgrade strata"
+    )]
+    NewerSchema { location: String, found: i64, supported: i64 },
+    /// The caller asked for something the store cannot do, such as appending a turn id twice.
+    #[error("store {location}: {message}")]
+    Invalid { location: String, message: String },
 }
 
 /// Decides what of a history goes into the context under a token budget.

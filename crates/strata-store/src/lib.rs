@@ -1,0 +1,19 @@
+//! The cold tier: every turn stored in full, durably, and found again by hybrid search.
+//!
+//! `SqliteStore` is the embedded default: SQLite (compiled in) in WAL mode with synchronous
+//! commits, so a turn is on disk before `append` returns; FTS5 with the Porter stemmer for
+//! BM25; one embedding per turn scored by cosine; the two rankings fused by reciprocal rank.
+//! Every query is scoped to one conversation. The schema is versioned and migrated forward; a
+//! file that is not a Strata store, is damaged, or was written by a newer version is refused
+//! and never modified.
+
+mod schema;
+mod search;
+mod sqlite;
+
+pub use schema::SCHEMA_VERSION;
+pub use search::{civil_date, fuse, indexed_text, match_expression, Ranked, RRF_K};
+pub use sqlite::{SqliteStore, StoredSummary};
+
+#[cfg(test)]
+mod tests;

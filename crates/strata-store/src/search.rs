@@ -1,0 +1,112 @@
+//! The pieces of hybrid recall that need no database: indexed text, the FTS5 query, vectors as
+//! bytes, and reciprocal-rank fusion.
+
+use std::collections::{BTreeSet, HashMap};
+
+use strata_core::Turn;
+use strata_summarize::text::{is_stopword, words};
+
+/// A fused search result: where the turn sits and how well it ranked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ranked {
+    /// The turn's position in its conversation (0-based).
+    pub seq: u64,
+    pub turn_id: String,
+    /// Reciprocal-rank fusion score: the sum over result lists of 1 / (60 + rank).
+    pub score: f32,
+}
+
+/// The constant of reciprocal-rank fusion (Cormack et al. 2009): large enough that one list's
+/// top rank cannot outvote agreement between lists.
+pub const RRF_K: f32 = 60.0;
+
+/// What the full-text index holds for a turn: the speaker's name and the date it was said,
+/// then its content. Questions name people and times ("what did Melanie do in May 2023?")
+/// that the turn's own words rarely repeat; the context still shows the turn as it was said.
+pub fn indexed_text(turn: &Turn) -> String {
+    let mut text = String::new();
+    if let Some(speaker) = &turn.speaker {
+        text.push_str(speaker);
+        text.push(' ');
+    }
+    if let Some(ts) = turn.timestamp {
+        text.push_str(&civil_date(ts.seconds()));
+        text.push(' ');
+    }
+    text.push_str(&turn.content);
+    text
+}
+
+/// "8 May 2023" for a Unix time, in UTC (Hinnant's days-to-civil algorithm).
+pub fn civil_date(seconds: i64) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let z = seconds.div_euclid(86_400) + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{day} {} {year}", MONTHS[(month - 1) as usize])
+}
+
+/// An FTS5 expression matching any content word of `text`, or `None` when it has none. Each
+/// word is quoted, so nothing a user types is read as query syntax; stopwords are dropped
+/// because BM25 over chat turns otherwise ranks by "the" and "you".
+pub fn match_expression(text: &str) -> Option<String> {
+    let terms: BTreeSet<String> = words(text).filter(|w| !is_stopword(w)).collect();
+    if terms.is_empty() {
+        return None;
+    }
+    Some(terms.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" OR "))
+}
+
+/// Reciprocal-rank fusion of ranked lists of row ids: best first, ties by row id.
+pub fn fuse(lists: &[&[i64]]) -> Vec<(i64, f32)> {
+    let mut scores: HashMap<i64, f32> = HashMap::new();
+    for list in lists {
+        for (rank, row) in list.iter().enumerate() {
+            *scores.entry(*row).or_default() += 1.0 / (RRF_K + rank as f32 + 1.0);
+        }
+    }
+    let mut fused: Vec<(i64, f32)> = scores.into_iter().collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    fused
+}
+
+pub(crate) fn dot(a: &[f32], b: &[f32]) -> f32 {
+    // Eight independent sums let the compiler vectorise without reassociating one chain.
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    acc.iter().sum::<f32>() + ra.iter().zip(rb).map(|(x, y)| x * y).sum::<f32>()
+}
+
+/// Vectors are stored as little-endian f32s, so a file moves between machines unchanged.
+pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub(crate) fn decode_vector(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}

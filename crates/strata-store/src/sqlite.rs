@@ -1,0 +1,473 @@
+//! `SqliteStore`: every turn written durably, searched by BM25 and by embedding, fused by rank.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, OptionalExtension};
+use strata_core::{Hit, RecallQuery, Store, StoreError, Timestamp, Turn};
+
+use crate::schema::{self, backend};
+use crate::search::{self, Ranked};
+
+/// A summary kept in the store: the text, the span of turns it stands for, and its sources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSummary {
+    /// `segment`, `arc` or `narrative`.
+    pub level: String,
+    /// Sequence numbers (0-based positions in the conversation) of the first and last turn.
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// The generator's model id, or `extractive`.
+    pub model: String,
+    pub text: String,
+    /// Turn ids the summary stands for.
+    pub sources: Vec<String>,
+}
+
+/// The cold tier on SQLite: WAL journaling, synchronous commits, FTS5 with the Porter stemmer,
+/// and one embedding per turn.
+///
+/// One connection per `SqliteStore`, behind a mutex: SQLite serialises writers anyway, and
+/// several stores (threads or processes) may open the same file.
+#[derive(Debug)]
+pub struct SqliteStore {
+    location: String,
+    conn: Mutex<Connection>,
+    /// Each conversation's vectors in memory, filled incrementally from the `vectors` table
+    /// (rows are only ever added), so a search scores vectors without reading them from disk.
+    vectors: Mutex<HashMap<i64, VectorIndex>>,
+}
+
+#[derive(Debug, Default)]
+struct VectorIndex {
+    /// Highest `vectors.id` already loaded.
+    watermark: i64,
+    dim: usize,
+    rows: Vec<VectorRow>,
+    data: Vec<f32>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct VectorRow {
+    turn: i64,
+    ts: Option<i64>,
+}
+
+impl SqliteStore {
+    /// Opens the store at `path`, creating it (and its folder) if absent. A file that is not a
+    /// Strata store, is damaged or comes from a newer version is refused and left untouched.
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let conn = schema::open(path)?;
+        Ok(SqliteStore::with(path.display().to_string(), conn))
+    }
+
+    /// A store that lives in memory only: for evaluation runs and tests.
+    pub fn in_memory() -> Result<SqliteStore, StoreError> {
+        Ok(SqliteStore::with(":memory:".to_string(), schema::open_in_memory()?))
+    }
+
+    fn with(location: String, conn: Connection) -> SqliteStore {
+        SqliteStore { location, conn: Mutex::new(conn), vectors: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll
+        // back when dropped), so a poisoned lock is still safe to use.
+        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        backend(&self.location, e)
+    }
+
+    /// Stores a turn, and its embedding when given, in one transaction; returns its position
+    /// in the conversation. When this returns, the turn is on disk.
+    pub fn append_with(&self, conversation: &str, turn: &Turn, vector: Option<&[f32]>) -> Result<u64, StoreError> {
+        self.append_batch(conversation, std::slice::from_ref(turn), &[vector]).map(|seqs| seqs[0])
+    }
+
+    /// Stores several turns in one transaction (one sync): for bulk loading. `vectors` is
+    /// either empty or one entry per turn.
+    pub fn append_batch(
+        &self,
+        conversation: &str,
+        turns: &[Turn],
+        vectors: &[Option<&[f32]>],
+    ) -> Result<Vec<u64>, StoreError> {
+        if !vectors.is_empty() && vectors.len() != turns.len() {
+            return Err(StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("{} turns but {} vectors", turns.len(), vectors.len()),
+            });
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
+        let conv = conversation_id(&tx, conversation, true).map_err(|e| self.err(e))?.expect("created");
+        let first: i64 = tx
+            .query_row("SELECT coalesce(max(seq) + 1, 0) FROM turns WHERE conversation = ?1", [conv], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        let mut seqs = Vec::with_capacity(turns.len());
+        for (i, turn) in turns.iter().enumerate() {
+            let seq = first + i as i64;
+            let exists: Option<i64> = tx
+                .query_row(
+                    "SELECT seq FROM turns WHERE conversation = ?1 AND turn_id = ?2",
+                    params![conv, turn.id],
+                    |r| r.get(0),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            if let Some(at) = exists {
+                return Err(StoreError::Invalid {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: turn {} is already stored (position {at})", turn.id),
+                });
+            }
+            let body = serde_json::to_string(turn).map_err(|e| StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("turn {}: {e}", turn.id),
+            })?;
+            tx.execute(
+                "INSERT INTO turns (conversation, seq, turn_id, ts, body) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![conv, seq, turn.id, turn.timestamp.map(Timestamp::seconds), body],
+            )
+            .map_err(|e| self.err(e))?;
+            let row = tx.last_insert_rowid();
+            tx.execute(
+                "INSERT INTO turns_fts (rowid, conv, text) VALUES (?1, ?2, ?3)",
+                params![row, conv_token(conv), search::indexed_text(turn)],
+            )
+            .map_err(|e| self.err(e))?;
+            if let Some(Some(v)) = vectors.get(i) {
+                insert_vector(&tx, row, v).map_err(|e| self.err(e))?;
+            }
+            seqs.push(seq as u64);
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(seqs)
+    }
+
+    /// Adds (or replaces) the embedding of a stored turn, for turns stored before their vector
+    /// was computed.
+    pub fn set_vector(&self, conversation: &str, turn_id: &str, vector: &[f32]) -> Result<(), StoreError> {
+        let conn = self.conn();
+        let row: Option<i64> = conn
+            .query_row(
+                "SELECT t.id FROM turns t JOIN conversations c ON c.id = t.conversation
+                 WHERE c.name = ?1 AND t.turn_id = ?2",
+                params![conversation, turn_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        let Some(row) = row else {
+            return Err(StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: no stored turn {turn_id}"),
+            });
+        };
+        conn.execute("DELETE FROM vectors WHERE turn = ?1", [row]).map_err(|e| self.err(e))?;
+        // A replaced vector gets a new id above every watermark; drop the cached index so the
+        // old copy is not scored twice.
+        self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        insert_vector(&conn, row, vector).map_err(|e| self.err(e))
+    }
+
+    /// Names of the stored conversations, sorted.
+    pub fn conversations(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT name FROM conversations ORDER BY name").map_err(|e| self.err(e))?;
+        let names = stmt.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
+        names.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// How many turns a conversation has stored.
+    pub fn len(&self, conversation: &str) -> Result<u64, StoreError> {
+        let conn = self.conn();
+        let n: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM turns t JOIN conversations c ON c.id = t.conversation WHERE c.name = ?1",
+                [conversation],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n as u64)
+    }
+
+    /// Turns from position `from` on, in order: what a reader that has seen `from` turns lacks.
+    pub fn turns_from(&self, conversation: &str, from: u64) -> Result<Vec<Turn>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT t.seq, t.body FROM turns t JOIN conversations c ON c.id = t.conversation
+                 WHERE c.name = ?1 AND t.seq >= ?2 ORDER BY t.seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![conversation, from as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, body) = row.map_err(|e| self.err(e))?;
+            out.push(self.decode(conversation, seq, &body)?);
+        }
+        Ok(out)
+    }
+
+    fn decode(&self, conversation: &str, seq: i64, body: &str) -> Result<Turn, StoreError> {
+        serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
+            location: self.location.clone(),
+            message: format!("conversation {conversation}: turn at position {seq}: {e}"),
+        })
+    }
+
+    /// Saves a summary made by compaction.
+    pub fn put_summary(&self, conversation: &str, summary: &StoredSummary) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let conv = conversation_id(&tx, conversation, true).map_err(|e| self.err(e))?.expect("created");
+        let sources = serde_json::to_string(&summary.sources).expect("strings serialise");
+        tx.execute(
+            "INSERT INTO summaries (conversation, level, first_seq, last_seq, model, text, sources)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                conv,
+                summary.level,
+                summary.first_seq as i64,
+                summary.last_seq as i64,
+                summary.model,
+                summary.text,
+                sources
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// A conversation's summaries, oldest span first.
+    pub fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT s.level, s.first_seq, s.last_seq, s.model, s.text, s.sources
+                 FROM summaries s JOIN conversations c ON c.id = s.conversation
+                 WHERE c.name = ?1 ORDER BY s.first_seq, s.last_seq, s.id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([conversation], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (level, first, last, model, text, sources) = row.map_err(|e| self.err(e))?;
+            let sources = serde_json::from_str(&sources).map_err(|e| StoreError::Corrupt {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: summary of positions {first}-{last}: {e}"),
+            })?;
+            out.push(StoredSummary { level, first_seq: first as u64, last_seq: last as u64, model, text, sources });
+        }
+        Ok(out)
+    }
+
+    /// SQLite's full integrity check; `ok` when the file is sound.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(|e| self.err(e))?;
+        let lines = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(|e| self.err(e))?;
+        let lines: Vec<String> = lines.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
+        Ok(lines.join("\n"))
+    }
+
+    /// Hybrid search returning every fused candidate with its turn id and position, best
+    /// first: for callers that re-rank (by neighbours, by speaker) before cutting to `k`.
+    pub fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError> {
+        let conn = self.conn();
+        let Some(conv) = conversation_id(&conn, conversation, false).map_err(|e| self.err(e))? else {
+            return Ok(Vec::new());
+        };
+        let depth = query.k.max(1);
+        let lexical = self.lexical(&conn, conv, query, depth)?;
+        let dense = match &query.embedding {
+            Some(q) => self.dense(&conn, conv, q, query.time_range, depth)?,
+            None => Vec::new(),
+        };
+        let fused = search::fuse(&[&lexical, &dense]);
+        let mut stmt = conn.prepare_cached("SELECT seq, turn_id FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
+        let mut out = Vec::with_capacity(fused.len());
+        for (row, score) in fused {
+            let (seq, turn_id): (i64, String) =
+                stmt.query_row([row], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
+            out.push(Ranked { seq: seq as u64, turn_id, score });
+        }
+        Ok(out)
+    }
+
+    /// Up to `depth` rows by BM25 over the indexed text, best first.
+    fn lexical(&self, conn: &Connection, conv: i64, query: &RecallQuery, depth: usize) -> Result<Vec<i64>, StoreError> {
+        let Some(expr) = search::match_expression(&query.text) else { return Ok(Vec::new()) };
+        let expr = format!("conv : {} AND text : ({expr})", conv_token(conv));
+        let (from, to) = time_bounds(query.time_range);
+        // The conversation column weighs nothing in the ranking: it only restricts the match.
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT f.rowid FROM turns_fts f JOIN turns t ON t.id = f.rowid
+                 WHERE turns_fts MATCH ?1 AND t.conversation = ?2
+                   AND (?3 IS NULL OR t.ts >= ?3) AND (?4 IS NULL OR t.ts <= ?4)
+                 ORDER BY bm25(turns_fts, 0.0, 1.0), f.rowid LIMIT ?5",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map(params![expr, conv, from, to, depth as i64], |r| r.get::<_, i64>(0))
+            .map_err(|e| self.err(e))?;
+        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// Up to `depth` rows by cosine similarity to the query vector, best first.
+    fn dense(
+        &self,
+        conn: &Connection,
+        conv: i64,
+        q: &[f32],
+        range: Option<(Timestamp, Timestamp)>,
+        depth: usize,
+    ) -> Result<Vec<i64>, StoreError> {
+        let mut all = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
+        let index = all.entry(conv).or_default();
+        self.refresh(conn, conv, index)?;
+        if index.rows.is_empty() {
+            return Ok(Vec::new());
+        }
+        if index.dim != q.len() {
+            return Err(StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!(
+                    "query vector has {} dimensions but the stored vectors have {}: embedded by another model",
+                    q.len(),
+                    index.dim
+                ),
+            });
+        }
+        let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        let mut scored: Vec<(f32, i64)> = index
+            .rows
+            .iter()
+            .zip(index.data.chunks_exact(index.dim))
+            .filter(|(row, _)| within(row.ts, range))
+            .map(|(row, v)| (search::dot(q, v) / norm, row.turn))
+            .collect();
+        let keep = depth.min(scored.len());
+        let by_score = |a: &(f32, i64), b: &(f32, i64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+        if keep < scored.len() {
+            scored.select_nth_unstable_by(keep, by_score);
+            scored.truncate(keep);
+        }
+        scored.sort_by(by_score);
+        Ok(scored.into_iter().map(|(_, row)| row).collect())
+    }
+
+    fn refresh(&self, conn: &Connection, conv: i64, index: &mut VectorIndex) -> Result<(), StoreError> {
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT v.id, v.turn, t.ts, v.data FROM vectors v JOIN turns t ON t.id = v.turn
+                 WHERE t.conversation = ?1 AND v.id > ?2 ORDER BY v.id",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query(params![conv, index.watermark]).map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let id: i64 = row.get(0).map_err(|e| self.err(e))?;
+            let turn: i64 = row.get(1).map_err(|e| self.err(e))?;
+            let ts: Option<i64> = row.get(2).map_err(|e| self.err(e))?;
+            let blob = row.get_ref(3).map_err(|e| self.err(e))?.as_blob().map_err(|e| self.err(e.into()))?;
+            let v = search::decode_vector(blob);
+            if index.dim == 0 {
+                index.dim = v.len();
+            }
+            if v.len() != index.dim {
+                return Err(StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("vector of stored row {turn} has {} dimensions, others {}", v.len(), index.dim),
+                });
+            }
+            index.rows.push(VectorRow { turn, ts });
+            index.data.extend_from_slice(&v);
+            index.watermark = id;
+        }
+        Ok(())
+    }
+}
+
+impl Store for SqliteStore {
+    fn append(&self, conversation: &str, turn: &Turn) -> Result<(), StoreError> {
+        self.append_with(conversation, turn, None).map(|_| ())
+    }
+
+    fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError> {
+        self.turns_from(conversation, 0)
+    }
+
+    fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError> {
+        let ranked = self.search_ranked(conversation, query)?;
+        let conn = self.conn();
+        let Some(conv) = conversation_id(&conn, conversation, false).map_err(|e| self.err(e))? else {
+            return Ok(Vec::new());
+        };
+        let mut stmt = conn
+            .prepare_cached("SELECT body FROM turns WHERE conversation = ?1 AND seq = ?2")
+            .map_err(|e| self.err(e))?;
+        let mut hits = Vec::new();
+        for r in ranked.into_iter().take(query.k) {
+            let body: String =
+                stmt.query_row(params![conv, r.seq as i64], |row| row.get(0)).map_err(|e| self.err(e))?;
+            hits.push(Hit { turn: self.decode(conversation, r.seq as i64, &body)?, score: r.score });
+        }
+        Ok(hits)
+    }
+}
+
+fn conversation_id(conn: &Connection, name: &str, create: bool) -> rusqlite::Result<Option<i64>> {
+    let found: Option<i64> =
+        conn.query_row("SELECT id FROM conversations WHERE name = ?1", [name], |r| r.get(0)).optional()?;
+    if found.is_some() || !create {
+        return Ok(found);
+    }
+    conn.execute("INSERT INTO conversations (name) VALUES (?1)", [name])?;
+    Ok(Some(conn.last_insert_rowid()))
+}
+
+/// The token that stands for a conversation in the full-text index.
+fn conv_token(conv: i64) -> String {
+    format!("c{conv}")
+}
+
+fn insert_vector(conn: &Connection, row: i64, v: &[f32]) -> rusqlite::Result<()> {
+    conn.execute("INSERT INTO vectors (turn, data) VALUES (?1, ?2)", params![row, search::encode_vector(v)])?;
+    Ok(())
+}
+
+fn time_bounds(range: Option<(Timestamp, Timestamp)>) -> (Option<i64>, Option<i64>) {
+    match range {
+        Some((from, to)) => (Some(from.seconds()), Some(to.seconds())),
+        None => (None, None),
+    }
+}
+
+fn within(ts: Option<i64>, range: Option<(Timestamp, Timestamp)>) -> bool {
+    match range {
+        None => true,
+        Some((from, to)) => ts.is_some_and(|t| t >= from.seconds() && t <= to.seconds()),
+    }
+}

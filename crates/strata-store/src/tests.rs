@@ -1,0 +1,299 @@
+//! Tests of the store: round trips, scoping, hybrid ranking, schema checks and migrations.
+
+use std::path::Path;
+
+use strata_core::{RecallQuery, Role, Store, StoreError, Timestamp, Turn};
+
+use crate::{civil_date, fuse, match_expression, SqliteStore, StoredSummary, SCHEMA_VERSION};
+
+fn turn(id: &str, content: &str) -> Turn {
+    Turn::new(id, Role::User, content)
+}
+
+fn query(text: &str, k: usize) -> RecallQuery {
+    RecallQuery { text: text.to_string(), k, embedding: None, time_range: None }
+}
+
+fn ids(hits: &[strata_core::Hit]) -> Vec<String> {
+    hits.iter().map(|h| h.turn.id.clone()).collect()
+}
+
+#[test]
+fn turns_round_trip_byte_identical_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("sub/store.db");
+    let mut t = turn("t1", "naïve café ☕ with \"quotes\", tabs\tand\nnewlines\u{0}nul");
+    t.speaker = Some("Ana".into());
+    t.timestamp = Some(Timestamp(1_683_504_000));
+    let turns = vec![t, turn("t2", "second"), Turn::new("t3", Role::Assistant, "third")];
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for t in &turns {
+            store.append("c", t).unwrap();
+        }
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.turns("c").unwrap(), turns);
+    assert_eq!(store.turns_from("c", 2).unwrap(), turns[2..]);
+    assert_eq!(store.len("c").unwrap(), 3);
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+}
+
+#[test]
+fn a_turn_id_is_stored_once_per_conversation() {
+    let store = SqliteStore::in_memory().unwrap();
+    store.append("c", &turn("t1", "a")).unwrap();
+    let err = store.append("c", &turn("t1", "b")).unwrap_err();
+    assert!(matches!(err, StoreError::Invalid { .. }), "{err}");
+    assert!(err.to_string().contains("turn t1 is already stored"), "{err}");
+    // The same id in another conversation is a different turn.
+    store.append("d", &turn("t1", "b")).unwrap();
+    assert_eq!(store.turns("c").unwrap().len(), 1);
+}
+
+#[test]
+fn search_never_crosses_conversations() {
+    let store = SqliteStore::in_memory().unwrap();
+    store.append("alpha", &turn("a1", "the deploy script lives in ops/deploy.sh")).unwrap();
+    store.append("beta", &turn("b1", "the deploy script is broken again")).unwrap();
+    store.append("beta", &turn("b2", "deploy deploy deploy script")).unwrap();
+    let hits = store.search("alpha", &query("deploy script", 10)).unwrap();
+    assert_eq!(ids(&hits), ["a1"]);
+    assert!(store.search("gamma", &query("deploy", 10)).unwrap().is_empty());
+    assert_eq!(store.conversations().unwrap(), ["alpha", "beta"]);
+}
+
+#[test]
+fn lexical_search_stems_and_ignores_stopwords() {
+    let store = SqliteStore::in_memory().unwrap();
+    store.append("c", &turn("t1", "I went running with the dogs at the lake")).unwrap();
+    store.append("c", &turn("t2", "what is the plan for the weekend, and the one after")).unwrap();
+    store.append("c", &turn("t3", "nothing relevant here")).unwrap();
+    // "runs" and "dog" match through the stemmer; "the" and "what" match nothing.
+    let hits = store.search("c", &query("what runs the dog?", 10)).unwrap();
+    assert_eq!(ids(&hits), ["t1"]);
+    assert!(store.search("c", &query("the what and", 10)).unwrap().is_empty());
+    // Query syntax typed by a user is only ever text.
+    assert!(store.search("c", &query("NEAR(\"x\" OR) AND * ^", 10)).is_ok());
+}
+
+#[test]
+fn speaker_and_date_are_searchable_but_not_stored_in_the_turn() {
+    let store = SqliteStore::in_memory().unwrap();
+    let mut t = turn("t1", "I adopted a puppy");
+    t.speaker = Some("Melanie".into());
+    t.timestamp = Some(Timestamp(1_683_504_000)); // 8 May 2023
+    store.append("c", &t).unwrap();
+    store.append("c", &turn("t2", "a puppy? lovely")).unwrap();
+    assert_eq!(ids(&store.search("c", &query("Melanie in May", 10)).unwrap()), ["t1"]);
+    assert_eq!(store.turns("c").unwrap()[0].content, "I adopted a puppy");
+}
+
+#[test]
+fn dense_and_lexical_ranks_are_fused() {
+    let store = SqliteStore::in_memory().unwrap();
+    let v = |x: f32, y: f32| vec![x, y, 0.0];
+    // t1 matches the words only, t2 the meaning only, t3 both.
+    store.append_with("c", &turn("t1", "zebra crossing"), Some(&v(0.0, 1.0))).unwrap();
+    store.append_with("c", &turn("t2", "pedestrian stripes"), Some(&v(1.0, 0.0))).unwrap();
+    store.append_with("c", &turn("t3", "zebra stripes on the road"), Some(&v(0.9, 0.1))).unwrap();
+    store.append_with("c", &turn("t4", "unrelated"), Some(&v(-1.0, 0.0))).unwrap();
+    // Each list contributes its top two: words [t1, t3], meaning [t2, t3]. Agreement wins; the
+    // two single-list winners tie and fall back to storage order.
+    let mut q = query("zebra", 2);
+    q.embedding = Some(v(1.0, 0.0));
+    let hits = store.search("c", &q).unwrap();
+    assert_eq!(ids(&hits), ["t3", "t1"]);
+    let ranked = store.search_ranked("c", &q).unwrap();
+    assert_eq!(ranked.iter().map(|r| r.turn_id.as_str()).collect::<Vec<_>>(), ["t3", "t1", "t2"]);
+    assert_eq!(ranked[1].score, ranked[2].score);
+    assert_eq!(ranked[0].seq, 2);
+    // Without the vector only the words count.
+    assert_eq!(ids(&store.search("c", &query("zebra", 3)).unwrap()), ["t1", "t3"]);
+    // A vector of another model's width is refused, not silently scored.
+    q.embedding = Some(vec![1.0; 5]);
+    assert!(matches!(store.search("c", &q), Err(StoreError::Invalid { .. })));
+}
+
+#[test]
+fn vectors_added_later_are_seen_by_the_next_search() {
+    let store = SqliteStore::in_memory().unwrap();
+    store.append("c", &turn("t1", "alpha")).unwrap();
+    store.append("c", &turn("t2", "beta")).unwrap();
+    let mut q = query("", 1);
+    q.embedding = Some(vec![0.0, 1.0]);
+    assert!(store.search("c", &q).unwrap().is_empty());
+    store.set_vector("c", "t1", &[1.0, 0.0]).unwrap();
+    store.set_vector("c", "t2", &[0.0, 1.0]).unwrap();
+    assert_eq!(ids(&store.search("c", &q).unwrap()), ["t2"]);
+    // Replacing a vector replaces it in the next search too.
+    store.set_vector("c", "t1", &[0.0, 1.0]).unwrap();
+    store.set_vector("c", "t2", &[1.0, 0.0]).unwrap();
+    assert_eq!(ids(&store.search("c", &q).unwrap()), ["t1"]);
+    assert!(matches!(store.set_vector("c", "nope", &[1.0, 0.0]), Err(StoreError::Invalid { .. })));
+}
+
+#[test]
+fn time_range_filters_both_rankings() {
+    let store = SqliteStore::in_memory().unwrap();
+    for (i, ts) in [100, 200, 300].into_iter().enumerate() {
+        let mut t = turn(&format!("t{i}"), "budget meeting notes");
+        t.timestamp = Some(Timestamp(ts));
+        store.append_with("c", &t, Some(&[1.0, 0.0])).unwrap();
+    }
+    store.append_with("c", &turn("untimed", "budget meeting notes"), Some(&[1.0, 0.0])).unwrap();
+    let mut q = query("budget", 10);
+    q.embedding = Some(vec![1.0, 0.0]);
+    q.time_range = Some((Timestamp(150), Timestamp(300)));
+    let mut got = ids(&store.search("c", &q).unwrap());
+    got.sort();
+    assert_eq!(got, ["t1", "t2"]);
+}
+
+#[test]
+fn summaries_round_trip() {
+    let store = SqliteStore::in_memory().unwrap();
+    let s = StoredSummary {
+        level: "segment".into(),
+        first_seq: 0,
+        last_seq: 4,
+        model: "extractive".into(),
+        text: "[Earlier conversation summary: x]".into(),
+        sources: vec!["t0".into(), "t4".into()],
+    };
+    store.put_summary("c", &s).unwrap();
+    assert_eq!(store.summaries("c").unwrap(), [s]);
+    assert!(store.summaries("other").unwrap().is_empty());
+}
+
+fn bytes(path: &Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+#[test]
+fn a_file_that_is_not_sqlite_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("notes.db");
+    std::fs::write(&path, "these are my notes, not a database\n".repeat(200)).unwrap();
+    let before = bytes(&path);
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Foreign { .. }), "{err}");
+    assert!(err.to_string().contains("notes.db") && err.to_string().contains("not a SQLite database"), "{err}");
+    assert_eq!(bytes(&path), before);
+    assert!(!dir.path().join("notes.db-wal").exists());
+}
+
+#[test]
+fn another_programs_database_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.execute_batch("CREATE TABLE users (name TEXT); INSERT INTO users VALUES ('ana');").unwrap();
+    }
+    let before = bytes(&path);
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Foreign { .. }), "{err}");
+    assert!(err.to_string().contains("another program"), "{err}");
+    assert_eq!(bytes(&path), before);
+}
+
+#[test]
+fn a_newer_schema_is_refused_with_a_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    SqliteStore::open(&path).unwrap().append("c", &turn("t1", "x")).unwrap();
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        c.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        c.pragma_update(None, "journal_mode", "DELETE").unwrap();
+    }
+    let before = bytes(&path);
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1), "{err}");
+    assert!(err.to_string().contains("upgrade strata"), "{err}");
+    assert_eq!(bytes(&path), before);
+}
+
+#[test]
+fn a_damaged_store_is_refused_and_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        for i in 0..200 {
+            store.append("c", &turn(&format!("t{i}"), &"some words to fill pages ".repeat(20))).unwrap();
+        }
+    }
+    let mut data = bytes(&path);
+    assert!(data.len() > 5 * 4096, "{}", data.len());
+    // Overwrite pages 3 and 4 with garbage; the header (page 1) stays valid.
+    for b in &mut data[2 * 4096..4 * 4096] {
+        *b = 0x5a;
+    }
+    std::fs::write(&path, &data).unwrap();
+    let err = SqliteStore::open(&path).unwrap_err();
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err}");
+    assert!(err.to_string().contains("s.db"), "{err}");
+    assert_eq!(bytes(&path), data);
+}
+
+#[test]
+fn an_old_schema_is_migrated_and_keeps_its_turns() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    {
+        let c = rusqlite::Connection::open(&path).unwrap();
+        crate::schema::migrate(&c, "old.db", 1).unwrap();
+        let v: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+        assert_eq!(v, 1);
+        let body = serde_json::to_string(&turn("t1", "kept across versions")).unwrap();
+        c.execute_batch(&format!(
+            "INSERT INTO conversations (id, name) VALUES (1, 'c');
+             INSERT INTO turns (id, conversation, seq, turn_id, ts, body) VALUES (1, 1, 0, 't1', NULL, '{body}');
+             INSERT INTO turns_fts (rowid, conv, text) VALUES (1, 'c1', 'kept across versions');"
+        ))
+        .unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.turns("c").unwrap(), [turn("t1", "kept across versions")]);
+    assert_eq!(ids(&store.search("c", &query("versions", 5)).unwrap()), ["t1"]);
+    let s = StoredSummary {
+        level: "segment".into(),
+        first_seq: 0,
+        last_seq: 0,
+        model: "extractive".into(),
+        text: "x".into(),
+        sources: vec!["t1".into()],
+    };
+    store.put_summary("c", &s).unwrap();
+    drop(store);
+    let c = rusqlite::Connection::open(&path).unwrap();
+    let v: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
+    assert_eq!(v, SCHEMA_VERSION);
+}
+
+#[test]
+fn fusion_prefers_agreement_and_breaks_ties_by_row() {
+    let fused = fuse(&[&[1, 2, 3], &[3, 4]]);
+    assert_eq!(fused.iter().map(|f| f.0).collect::<Vec<_>>(), [3, 1, 2, 4]);
+    let tied = fuse(&[&[7], &[5]]);
+    assert_eq!(tied.iter().map(|f| f.0).collect::<Vec<_>>(), [5, 7]);
+}
+
+#[test]
+fn match_expressions_quote_every_term() {
+    assert_eq!(
+        match_expression("What did Ana say about the x-ray?").as_deref(),
+        Some("\"ana\" OR \"say\" OR \"x-ray\"")
+    );
+    assert_eq!(match_expression("the and of"), None);
+}
+
+#[test]
+fn civil_dates() {
+    assert_eq!(civil_date(0), "1 January 1970");
+    assert_eq!(civil_date(1_683_504_000), "8 May 2023");
+    assert_eq!(civil_date(951_782_400), "29 February 2000");
+    assert_eq!(civil_date(-86_400), "31 December 1969");
+}
