@@ -1,0 +1,202 @@
+//! Scenario tests of the policy: when it acts, when guards hold it, where each turn goes.
+
+use expect_test::expect;
+use strata_core::{Role, Tier, Timestamp};
+
+use crate::{plan, GuardKind, PolicyConfig, Preset, State, TierLimit, TurnState};
+
+const MIN: i64 = 60;
+const NOW: i64 = 1_700_000_000;
+
+/// A small config so scenarios stay short: window 1000, hot 400 / 30 min, warm 200 / 2 h,
+/// cool 100 / 8 h.
+fn small() -> PolicyConfig {
+    PolicyConfig {
+        hot: TierLimit { tokens: 400, age_seconds: 30 * MIN },
+        warm: TierLimit { tokens: 200, age_seconds: 120 * MIN },
+        cool: TierLimit { tokens: 100, age_seconds: 480 * MIN },
+        window: 1000,
+        ..PolicyConfig::default()
+    }
+}
+
+struct Convo {
+    ids: Vec<String>,
+    texts: Vec<String>,
+    spec: Vec<(usize, i64, Tier)>,
+}
+
+/// Turns of `tokens` tokens, the i-th said `ages[i]` minutes before now.
+fn convo(ages_min: &[i64], tokens: usize) -> Convo {
+    Convo {
+        ids: (0..ages_min.len()).map(|i| format!("t{i}")).collect(),
+        texts: vec!["some ordinary words".to_string(); ages_min.len()],
+        spec: ages_min.iter().map(|a| (tokens, NOW - a * MIN, Tier::Hot)).collect(),
+    }
+}
+
+impl Convo {
+    fn state(&self) -> State<'_> {
+        State {
+            turns: self
+                .spec
+                .iter()
+                .enumerate()
+                .map(|(i, &(tokens, ts, tier))| TurnState {
+                    id: &self.ids[i],
+                    role: if i % 2 == 0 { Role::User } else { Role::Assistant },
+                    content: &self.texts[i],
+                    tokens,
+                    timestamp: Some(Timestamp(ts)),
+                    tier,
+                })
+                .collect(),
+            topic_starts: Vec::new(),
+            checkpoint: false,
+        }
+    }
+}
+
+fn guard_kinds(p: &crate::Plan) -> Vec<GuardKind> {
+    p.guards.iter().map(|g| g.kind).collect()
+}
+
+#[test]
+fn under_the_soft_limit_nothing_moves() {
+    let c = convo(&[300, 200, 100, 5], 50);
+    let mut state = c.state();
+    state.checkpoint = true;
+    let p = plan(&state, &small(), Timestamp(NOW));
+    assert!(!p.act);
+    assert_eq!(guard_kinds(&p), [GuardKind::UnderSoftLimit]);
+    assert!(p.tiers.iter().all(|t| *t == Tier::Hot));
+    assert!(p.moves.is_empty());
+}
+
+#[test]
+fn pressure_and_age_and_a_topic_shift_act_and_explain_themselves() {
+    // 12 turns of 60 tokens = 720 of 1000 tokens (72%), spread over six hours.
+    let ages: Vec<i64> = (0..12).map(|i| 360 - i * 30).collect();
+    let c = convo(&ages, 60);
+    let mut state = c.state();
+    state.topic_starts = vec![8];
+    let p = plan(&state, &small(), Timestamp(NOW));
+    expect![[r#"
+        act: score 0.74 exceeds 0.50
+        score 0.74 (tokens 720 -> 168)
+          trigger pressure        0.73 x 0.40 = 0.29  720 of 1000 tokens (72%)
+          trigger age             1.00 x 0.20 = 0.20  oldest verbatim turn 6.0 h
+          trigger topic-shift     1.00 x 0.25 = 0.25  a topic starts at t8, leaving a finished one verbatim
+          trigger task-completion 0.00 x 0.10 = 0.00  no finished task in the newest turns
+          trigger checkpoint      0.00 x 0.05 = 0.00  no checkpoint
+          move t0 Hot -> Cool: 6.0 h old, past 2.0 h
+          move t1 Hot -> Cool: 5.5 h old, past 2.0 h
+          move t2 Hot -> Cool: 5.0 h old, past 2.0 h
+          move t3 Hot -> Cool: 4.5 h old, past 2.0 h
+          move t4 Hot -> Cool: 4.0 h old, past 2.0 h
+          move t5 Hot -> Cool: 3.5 h old, past 2.0 h
+          move t6 Hot -> Cool: 3.0 h old, past 2.0 h
+          move t7 Hot -> Cool: 2.5 h old, past 2.0 h
+          move t8 Hot -> Warm: 2.0 h old, past 30 min
+          move t9 Hot -> Warm: 90 min old, past 30 min
+          move t10 Hot -> Warm: 60 min old, past 30 min
+        tiers: hot 1, warm 3, cool 8, cold 0
+    "#]]
+    .assert_eq(&p.explain());
+}
+
+#[test]
+fn tiers_fill_by_allowance_and_only_get_colder() {
+    // All recent, so only the token allowances decide: 400 hot (4 turns), 200 warm (5 turns
+    // of 34 tokens at 3x, rounded up), 100 cool (10 turns at 10x), the rest cold.
+    let c = convo(&[10; 24], 100);
+    let mut state = c.state();
+    state.checkpoint = true;
+    let mut config = small();
+    config.window = 1600;
+    config.threshold = 0.0;
+    config.soft_limit = 0.0;
+    let p = plan(&state, &config, Timestamp(NOW));
+    assert!(p.act, "{}", p.explain());
+    assert_eq!(p.occupancy(), [4, 5, 10, 5], "{}", p.explain());
+    assert!(p.tiers.windows(2).all(|w| w[0] >= w[1]), "older turns are never warmer");
+    // A turn already cool stays cool even where the allowance would let it be warm.
+    let mut c2 = convo(&[10; 4], 10);
+    c2.spec[1].2 = Tier::Cool;
+    let mut state = c2.state();
+    state.checkpoint = true;
+    let p = plan(&state, &config, Timestamp(NOW));
+    assert_eq!(p.tiers, [Tier::Cool, Tier::Cool, Tier::Hot, Tier::Hot]);
+}
+
+#[test]
+fn guards_hold_until_the_hard_limit() {
+    let ages: Vec<i64> = (0..12).map(|i| 360 - i * 30).collect();
+    let mut c = convo(&ages, 60);
+    c.texts[10] = "Traceback (most recent call last):\n  File \"app.py\", line 3, in <module>".to_string();
+    let state = c.state();
+    let p = plan(&state, &small(), Timestamp(NOW));
+    assert!(!p.act);
+    assert_eq!(guard_kinds(&p), [GuardKind::Debugging]);
+    assert!(p.reason.contains("Debugging"), "{}", p.reason);
+    // Past 80% of the window the policy acts whatever the guards say.
+    let mut c = convo(&ages, 70);
+    c.texts[10] = "thread 'main' panicked at src/main.rs:3:5".to_string();
+    let p = plan(&c.state(), &small(), Timestamp(NOW));
+    assert!(p.act);
+    assert!(p.reason.contains("hard limit"), "{}", p.reason);
+}
+
+#[test]
+fn each_guard_recognises_its_situation() {
+    let ages: Vec<i64> = (0..12).map(|i| 360 - i * 30).collect();
+    let config = small();
+    let case = |edits: &[(usize, &str)], ages: &[i64]| {
+        let mut c = convo(ages, 60);
+        for (i, text) in edits {
+            c.texts[*i] = text.to_string();
+        }
+        guard_kinds(&plan(&c.state(), &config, Timestamp(NOW)))
+    };
+    assert_eq!(case(&[(10, "Can you refactor the parser?")], &ages), [GuardKind::OngoingTask]);
+    assert!(case(&[(8, "Can you refactor the parser?"), (11, "That worked, thanks!")], &ages).is_empty());
+    assert_eq!(
+        case(&[(9, "As I mentioned, the API key is rotated"), (11, "going back to the schema")], &ages),
+        [GuardKind::BackReferences]
+    );
+    let rapid: Vec<i64> = (0..12).map(|i| 12 - i).collect();
+    assert_eq!(case(&[], &rapid), [GuardKind::RapidExchange]);
+}
+
+#[test]
+fn the_two_hour_rule() {
+    let config = PolicyConfig { preset: Preset::TwoHour, ..small() };
+    // Heavy but recent: under 30 minutes only the hard limit acts.
+    let c = convo(&[25, 20, 15, 10, 5, 1], 120);
+    let p = plan(&c.state(), &config, Timestamp(NOW));
+    assert!(!p.act);
+    assert_eq!(guard_kinds(&p), [GuardKind::TooRecent]);
+    // An hour old without a breakpoint: wait.
+    let c = convo(&[60, 50, 40, 30, 20, 10], 20);
+    let p = plan(&c.state(), &PolicyConfig { soft_limit: 0.0, ..config.clone() }, Timestamp(NOW));
+    assert_eq!(guard_kinds(&p), [GuardKind::NoBreakpoint]);
+    // ... but at a topic shift, act, and compress the finished topic.
+    let mut state = c.state();
+    state.topic_starts = vec![4];
+    let p = plan(&state, &PolicyConfig { soft_limit: 0.0, ..config.clone() }, Timestamp(NOW));
+    assert!(p.act, "{}", p.explain());
+    assert_eq!(p.tiers, [Tier::Warm, Tier::Warm, Tier::Warm, Tier::Warm, Tier::Hot, Tier::Hot]);
+    // Past two hours, act without a breakpoint; past eight, to cold.
+    let c = convo(&[600, 300, 150, 10], 20);
+    let p = plan(&c.state(), &PolicyConfig { soft_limit: 0.0, ..config }, Timestamp(NOW));
+    assert!(p.act && p.reason.contains("2-hour rule"), "{}", p.explain());
+    assert_eq!(p.tiers, [Tier::Cold, Tier::Cool, Tier::Cool, Tier::Hot]);
+}
+
+#[test]
+fn budget_scaling_keeps_the_proportions() {
+    let c = PolicyConfig::for_budget(2000);
+    assert_eq!((c.hot.tokens, c.warm.tokens, c.cool.tokens, c.window), (1000, 500, 250, 2000));
+    let d = PolicyConfig::default();
+    assert_eq!(PolicyConfig::for_budget(40_000).hot, d.hot);
+}
