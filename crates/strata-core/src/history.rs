@@ -201,7 +201,8 @@ impl History {
         }
     }
 
-    fn last_timestamp(&self) -> Option<(&str, crate::Timestamp)> {
+    /// The newest turn that carries a timestamp, with it.
+    pub fn last_timestamp(&self) -> Option<(&str, crate::Timestamp)> {
         // Walks back over turns without timestamps; transcripts either carry timestamps on
         // every turn or on none, so this is O(1) in practice.
         self.turns.iter().rev().find_map(|t| t.timestamp.map(|ts| (t.id.as_str(), ts)))

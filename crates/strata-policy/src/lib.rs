@@ -291,7 +291,9 @@ pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
     let share = used as f32 / window;
     let age = |t: &TurnState<'_>| t.timestamp.map_or(0, |ts| (now.seconds() - ts.seconds()).max(0));
     let oldest_hot = turns.iter().position(|t| t.tier == Tier::Hot);
-    let oldest_hot_age = oldest_hot.map_or(0, |i| age(&turns[i]));
+    // The oldest verbatim turn that says when it was said (a system prompt usually does not).
+    let oldest_hot_age =
+        turns.iter().filter(|t| t.tier == Tier::Hot && t.timestamp.is_some()).map(age).next().unwrap_or(0);
     let recent_from = turns.len().saturating_sub(config.recent_turns.max(1));
     let recent = &turns[recent_from..];
 
@@ -354,8 +356,12 @@ pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
             ),
         });
     }
-    let last_start = recent.iter().rposition(|t| t.role == Role::User && is_task_start(t.content));
-    let last_done = recent.iter().rposition(|t| is_task_completion(t.content));
+    // A task or a debugging session belongs to the current topic: once the topic has moved
+    // on, the user has left it, finished or not.
+    let topic_from = state.topic_starts.last().copied().unwrap_or(0).max(recent_from);
+    let in_topic = &turns[topic_from..];
+    let last_start = in_topic.iter().rposition(|t| t.role == Role::User && is_task_start(t.content));
+    let last_done = in_topic.iter().rposition(|t| is_task_completion(t.content));
     if let Some(s) = last_start.filter(|&s| last_done.is_none_or(|d| d < s)) {
         guards.push(Guard {
             kind: GuardKind::OngoingTask,
@@ -366,7 +372,7 @@ pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
     if back.len() >= 2 {
         guards.push(Guard { kind: GuardKind::BackReferences, why: format!("{} refer back", back.join(", ")) });
     }
-    if let Some(t) = recent.iter().rev().find(|t| is_debugging(t.content)) {
+    if let Some(t) = in_topic.iter().rev().find(|t| is_debugging(t.content)) {
         guards
             .push(Guard { kind: GuardKind::Debugging, why: format!("{} carries a stack trace or error output", t.id) });
     }

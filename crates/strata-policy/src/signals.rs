@@ -32,7 +32,6 @@ const START: &[&str] = &[
     "help me",
     "i need to",
     "i need you to",
-    "let's ",
     "how do i",
     "how can i",
     "write a",

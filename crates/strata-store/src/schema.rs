@@ -55,6 +55,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX summaries_span ON summaries (conversation, first_seq, last_seq);
     ",
+    // Version 3: the tier the policy last gave each turn, so a reopened memory resumes its plan.
+    "
+    CREATE TABLE tiers (
+        conversation INTEGER NOT NULL REFERENCES conversations(id),
+        seq INTEGER NOT NULL,
+        tier TEXT NOT NULL CHECK (tier IN ('hot', 'warm', 'cool', 'cold')),
+        PRIMARY KEY (conversation, seq)
+    ) WITHOUT ROWID;
+    ",
 ];
 
 /// The schema version this build writes.

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension};
-use strata_core::{Hit, RecallQuery, Store, StoreError, Timestamp, Turn};
+use strata_core::{Hit, RecallQuery, Store, StoreError, Tier, Timestamp, Turn};
 
 use crate::schema::{self, backend};
 use crate::search::{self, Ranked};
@@ -283,6 +283,55 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// Records the tiers of the turns at positions `from..from + tiers.len()`, in one
+    /// transaction.
+    pub fn set_tiers(&self, conversation: &str, from: u64, tiers: &[Tier]) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let conv = conversation_id(&tx, conversation, true).map_err(|e| self.err(e))?.expect("created");
+        {
+            let mut stmt = tx
+                .prepare_cached("INSERT OR REPLACE INTO tiers (conversation, seq, tier) VALUES (?1, ?2, ?3)")
+                .map_err(|e| self.err(e))?;
+            for (i, tier) in tiers.iter().enumerate() {
+                stmt.execute(params![conv, (from + i as u64) as i64, tier_name(*tier)]).map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// The recorded tier of every turn, in order; turns never planned are hot.
+    pub fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT t.seq, r.tier FROM turns t JOIN conversations c ON c.id = t.conversation
+                 LEFT JOIN tiers r ON r.conversation = t.conversation AND r.seq = t.seq
+                 WHERE c.name = ?1 ORDER BY t.seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([conversation], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, tier) = row.map_err(|e| self.err(e))?;
+            out.push(match tier.as_deref() {
+                None | Some("hot") => Tier::Hot,
+                Some("warm") => Tier::Warm,
+                Some("cool") => Tier::Cool,
+                Some("cold") => Tier::Cold,
+                Some(other) => {
+                    return Err(StoreError::Corrupt {
+                        location: self.location.clone(),
+                        message: format!("conversation {conversation}: turn at position {seq} has tier `{other}`"),
+                    })
+                }
+            });
+        }
+        Ok(out)
+    }
+
     /// SQLite's full integrity check; `ok` when the file is sound.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
         let conn = self.conn();
@@ -469,5 +518,14 @@ fn within(ts: Option<i64>, range: Option<(Timestamp, Timestamp)>) -> bool {
     match range {
         None => true,
         Some((from, to)) => ts.is_some_and(|t| t >= from.seconds() && t <= to.seconds()),
+    }
+}
+
+fn tier_name(tier: Tier) -> &'static str {
+    match tier {
+        Tier::Hot => "hot",
+        Tier::Warm => "warm",
+        Tier::Cool => "cool",
+        Tier::Cold => "cold",
     }
 }

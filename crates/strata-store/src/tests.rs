@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use strata_core::{RecallQuery, Role, Store, StoreError, Timestamp, Turn};
+use strata_core::{RecallQuery, Role, Store, StoreError, Tier, Timestamp, Turn};
 
 use crate::{civil_date, fuse, match_expression, SqliteStore, StoredSummary, SCHEMA_VERSION};
 
@@ -148,6 +148,19 @@ fn time_range_filters_both_rankings() {
     let mut got = ids(&store.search("c", &q).unwrap());
     got.sort();
     assert_eq!(got, ["t1", "t2"]);
+}
+
+#[test]
+fn tiers_round_trip_and_default_to_hot() {
+    let store = SqliteStore::in_memory().unwrap();
+    for i in 0..4 {
+        store.append("c", &turn(&format!("t{i}"), "x")).unwrap();
+    }
+    assert_eq!(store.tiers("c").unwrap(), [Tier::Hot; 4]);
+    store.set_tiers("c", 0, &[Tier::Cold, Tier::Cool]).unwrap();
+    store.set_tiers("c", 1, &[Tier::Warm]).unwrap();
+    assert_eq!(store.tiers("c").unwrap(), [Tier::Cold, Tier::Warm, Tier::Hot, Tier::Hot]);
+    assert!(store.tiers("other").unwrap().is_empty());
 }
 
 #[test]

@@ -10,7 +10,7 @@
 mod full;
 mod recent;
 mod segments;
-mod select;
+pub mod select;
 mod summary_buffer;
 mod window;
 

@@ -7,7 +7,7 @@ use strata_core::{Block, BlockKind, Context, History};
 
 /// Adds the pinned system prompt to `ctx` if it fits the budget, and returns the tokens left
 /// for everything else (after the per-request overhead).
-pub(crate) fn pin_system(history: &History, ctx: &mut Context) -> usize {
+pub fn pin_system(history: &History, ctx: &mut Context) -> usize {
     let budget = ctx.budget;
     let pinned_tokens: usize = (0..history.pinned()).map(|i| history.tokens(i)).sum();
     let mut left = budget.saturating_sub(ctx.overhead);
@@ -31,7 +31,7 @@ pub(crate) fn pin_system(history: &History, ctx: &mut Context) -> usize {
 /// result is the recent end of the conversation with no holes. A unit (an assistant turn with
 /// the tool results that answer it) is taken whole or not at all. Pinned turns are never
 /// selected here. The cost is O(selected turns), independent of the length of the history.
-pub(crate) fn newest_fitting(history: &History, allowance: usize) -> (Vec<usize>, usize) {
+pub fn newest_fitting(history: &History, allowance: usize) -> (Vec<usize>, usize) {
     let mut taken_units = BTreeSet::new();
     let mut picked = Vec::new();
     let mut used = 0usize;
@@ -53,7 +53,7 @@ pub(crate) fn newest_fitting(history: &History, allowance: usize) -> (Vec<usize>
 }
 
 /// Appends the turns at `indices` (ascending) to the context verbatim.
-pub(crate) fn push_verbatim(history: &History, ctx: &mut Context, indices: &[usize]) {
+pub fn push_verbatim(history: &History, ctx: &mut Context, indices: &[usize]) {
     for &i in indices {
         ctx.blocks.push(Block::from_turn(BlockKind::VerbatimTurn, &history.turns()[i], history.tokens(i)));
     }
@@ -61,7 +61,7 @@ pub(crate) fn push_verbatim(history: &History, ctx: &mut Context, indices: &[usi
 
 /// A context with nothing in it costs nothing: the per-request overhead only applies once
 /// there is a message to send.
-pub(crate) fn finish(mut ctx: Context) -> Context {
+pub fn finish(mut ctx: Context) -> Context {
     if ctx.blocks.is_empty() {
         ctx.overhead = 0;
     }

@@ -187,15 +187,26 @@ pub fn depth_scores(similarities: &[f32]) -> Vec<f32> {
 
 /// Finds where the topic changes in `turns`.
 pub fn detect(turns: &[Turn], embedder: &dyn Embedder, config: &TopicConfig) -> Result<Vec<Boundary>, EmbedError> {
+    if turns.len() < 2 || config.method == Method::None {
+        return Ok(detect_with(turns, None, config));
+    }
+    let vectors = embedder.embed(&turns.iter().map(|t| t.content.as_str()).collect::<Vec<_>>())?;
+    Ok(detect_with(turns, Some(&vectors), config))
+}
+
+/// [`detect`] over vectors already computed (one per turn, in order), for callers that keep
+/// them, such as a memory that embedded each turn when it was pushed. Without vectors only cue
+/// phrases and time gaps count.
+pub fn detect_with(turns: &[Turn], vectors: Option<&[Vec<f32>]>, config: &TopicConfig) -> Vec<Boundary> {
     let mut candidates: Vec<Boundary> = Vec::new();
     let n = turns.len();
     if n < 2 {
-        return Ok(Vec::new());
+        return Vec::new();
     }
-    match config.method {
-        Method::None => {}
-        Method::Fixed { threshold } => {
-            let vectors = embedder.embed(&turns.iter().map(|t| t.content.as_str()).collect::<Vec<_>>())?;
+    let vectors = vectors.filter(|v| v.len() == n);
+    match (config.method, vectors) {
+        (Method::None, _) | (_, None) => {}
+        (Method::Fixed { threshold }, Some(vectors)) => {
             for g in 1..n {
                 let similarity = cosine(&vectors[g - 1], &vectors[g]);
                 if similarity < threshold {
@@ -207,9 +218,8 @@ pub fn detect(turns: &[Turn], embedder: &dyn Embedder, config: &TopicConfig) -> 
                 }
             }
         }
-        Method::Depth { window, cutoff } => {
-            let vectors = embedder.embed(&turns.iter().map(|t| t.content.as_str()).collect::<Vec<_>>())?;
-            let depths = depth_scores(&gap_similarities(&vectors, window.max(1)));
+        (Method::Depth { window, cutoff }, Some(vectors)) => {
+            let depths = depth_scores(&gap_similarities(vectors, window.max(1)));
             let m = depths.iter().sum::<f32>() / depths.len() as f32;
             let sd = (depths.iter().map(|d| (d - m) * (d - m)).sum::<f32>() / depths.len() as f32).sqrt();
             let line = m + cutoff * sd;
@@ -239,7 +249,7 @@ pub fn detect(turns: &[Turn], embedder: &dyn Embedder, config: &TopicConfig) -> 
             }
         }
     }
-    Ok(spaced(candidates, config.min_segment.max(1)))
+    spaced(candidates, config.min_segment.max(1))
 }
 
 /// Keeps the strongest candidates that are at least `min_segment` turns from each other and

@@ -1,0 +1,561 @@
+//! `Memory`: turns stored durably, tiers planned by the policy, summaries made in the
+//! background, and contexts built from them within a budget.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use strata_core::{
+    Block, BlockKind, Context, Embedder, Generator, History, HistoryError, Hit, RecallQuery, Role, Store, StoreError,
+    Summary, Tier, Timestamp, TokenCounter, Turn,
+};
+use strata_policy::{Plan, PolicyConfig, State, TurnState};
+use strata_store::SqliteStore;
+use strata_strategies::select::{finish, newest_fitting, pin_system};
+use strata_summarize::{ExtractiveConfig, Registry, SummaryConfig};
+use strata_topic::TopicConfig;
+
+use crate::recall::{self, RecallConfig};
+use crate::worker::{self, Job, SpanKey, Worker};
+
+/// Where "now" comes from when the policy is asked for a plan. The memory reads the clock;
+/// the policy never does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    /// The system clock: for live deployments.
+    System,
+    /// The newest turn's timestamp: for replaying a transcript, where "now" is when the last
+    /// turn was said.
+    LastTurn,
+    /// A fixed time: for tests.
+    Fixed(Timestamp),
+}
+
+/// How a context's budget is shared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    /// Share for turns recalled for the question (question-aware contexts only).
+    pub recall: f64,
+    /// Share of the rest for the registry of facts from turns no longer verbatim.
+    pub registry: f64,
+}
+
+impl Default for Layout {
+    fn default() -> Layout {
+        Layout { recall: 0.75, registry: 0.25 }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MemoryConfig {
+    /// The store file; `None` keeps everything in memory (for evaluation runs).
+    pub path: Option<PathBuf>,
+    pub conversation: String,
+    pub policy: PolicyConfig,
+    /// Topic starts feed the policy's topic-shift trigger and cut summary spans. Embedding
+    /// similarity is used when there is an embedder; cue phrases and time gaps always.
+    pub topic: TopicConfig,
+    pub layout: Layout,
+    pub recall: RecallConfig,
+    /// Summaries cover at most this many tokens of turns each.
+    pub segment_tokens: usize,
+    /// Longest summary, in tokens.
+    pub max_summary_tokens: usize,
+    /// How long the generator may take for one summary before the extractive one is used.
+    pub summary_deadline: Option<Duration>,
+    pub clock: Clock,
+}
+
+impl MemoryConfig {
+    pub fn new(conversation: impl Into<String>) -> MemoryConfig {
+        MemoryConfig {
+            path: None,
+            conversation: conversation.into(),
+            policy: PolicyConfig::default(),
+            topic: TopicConfig::default(),
+            layout: Layout::default(),
+            recall: RecallConfig::default(),
+            segment_tokens: 4000,
+            max_summary_tokens: 300,
+            summary_deadline: Some(Duration::from_secs(120)),
+            clock: Clock::System,
+        }
+    }
+
+    /// Sized for contexts of about `budget` tokens: tier allowances and segments scaled to it.
+    pub fn for_budget(conversation: impl Into<String>, budget: usize) -> MemoryConfig {
+        let policy = PolicyConfig::for_budget(budget);
+        MemoryConfig {
+            segment_tokens: policy.hot.tokens.clamp(200, 4000),
+            max_summary_tokens: (budget / 8).clamp(40, 300),
+            policy,
+            ..MemoryConfig::new(conversation)
+        }
+    }
+}
+
+/// The models a memory uses, passed in.
+#[derive(Clone)]
+pub struct Parts {
+    pub counter: Arc<dyn TokenCounter>,
+    pub embedder: Option<Arc<dyn Embedder>>,
+    pub generator: Option<Arc<dyn Generator>>,
+}
+
+impl std::fmt::Debug for Parts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Parts")
+            .field("counter", &self.counter.name())
+            .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
+            .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
+            .finish()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MemoryError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    History(#[from] HistoryError),
+}
+
+/// A conversation's memory. See the crate documentation.
+pub struct Memory {
+    config: MemoryConfig,
+    parts: Parts,
+    store: Arc<SqliteStore>,
+    history: History,
+    /// One vector per turn, when the embedder gave one.
+    vectors: Vec<Option<Vec<f32>>>,
+    sessions: Vec<u32>,
+    tiers: Vec<Tier>,
+    topic_starts: Vec<usize>,
+    /// Facts of every turn before `registry_upto` (the turns no longer verbatim).
+    registry: Registry,
+    registry_upto: usize,
+    worker: Worker,
+    /// The summaries contexts use: swapped in from the worker at turn boundaries only.
+    shown: BTreeMap<SpanKey, Summary>,
+    last_plan: Option<Plan>,
+    /// Things a user should know (an embedding that failed, a summary not saved).
+    notes: Vec<String>,
+}
+
+impl std::fmt::Debug for Memory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Memory")
+            .field("conversation", &self.config.conversation)
+            .field("store", &self.store.location())
+            .field("turns", &self.history.len())
+            .field("worker", &self.worker)
+            .finish()
+    }
+}
+
+impl Memory {
+    /// Opens the memory of `config.conversation` in the store at `config.path` (created if
+    /// absent), picking up the turns, tiers and summaries stored there.
+    pub fn open(config: MemoryConfig, parts: Parts) -> Result<Memory, MemoryError> {
+        let store = match &config.path {
+            Some(p) => SqliteStore::open(p)?,
+            None => SqliteStore::in_memory()?,
+        };
+        Memory::with_store(Arc::new(store), config, parts)
+    }
+
+    /// Like [`Memory::open`] over a store shared with other memories.
+    pub fn with_store(store: Arc<SqliteStore>, config: MemoryConfig, parts: Parts) -> Result<Memory, MemoryError> {
+        let turns = store.turns(&config.conversation)?;
+        let history = History::from_turns(&config.conversation, &turns, parts.counter.clone())?;
+        let mut tiers = store.tiers(&config.conversation)?;
+        tiers.resize(turns.len(), Tier::Hot);
+        let finished = worker::from_stored(store.summaries(&config.conversation)?);
+        let worker = Worker::start(
+            worker::Context {
+                store: store.clone(),
+                conversation: config.conversation.clone(),
+                generator: parts.generator.clone(),
+                counter: parts.counter.clone(),
+            },
+            finished.clone(),
+        );
+        let mut memory = Memory {
+            sessions: recall::sessions(&turns, config.recall.session_gap_seconds),
+            vectors: vec![None; turns.len()],
+            config,
+            parts,
+            store,
+            history,
+            tiers,
+            topic_starts: Vec::new(),
+            registry: Registry::new(),
+            registry_upto: 0,
+            worker,
+            shown: finished,
+            last_plan: None,
+            notes: Vec::new(),
+        };
+        // Vectors are in the store but not needed here except for topic detection; embedding
+        // again would cost a model call per turn, so a reopened memory detects topics by cue
+        // phrases and time gaps until new turns arrive.
+        memory.topic_starts = memory.detect_topics();
+        memory.sync_registry();
+        Ok(memory)
+    }
+
+    pub fn conversation(&self) -> &str {
+        &self.config.conversation
+    }
+
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    pub fn len(&self) -> usize {
+        self.history.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.history.is_empty()
+    }
+
+    pub fn tiers(&self) -> &[Tier] {
+        &self.tiers
+    }
+
+    pub fn store(&self) -> &Arc<SqliteStore> {
+        &self.store
+    }
+
+    /// The latest plan, with its explanation.
+    pub fn last_plan(&self) -> Option<&Plan> {
+        self.last_plan.as_ref()
+    }
+
+    /// Summaries queued or running in the background.
+    pub fn pending(&self) -> usize {
+        self.worker.pending()
+    }
+
+    /// Notes gathered since the last call: embeddings that failed, summaries not saved.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        let mut notes = std::mem::take(&mut self.notes);
+        notes.extend(self.worker.take_errors());
+        notes
+    }
+
+    /// Adds a turn. It is written to the store (durably) before this returns `Ok`; then the
+    /// policy plans, and spans that left the hot tier are queued for summarising.
+    pub fn push(&mut self, turn: Turn) -> Result<(), MemoryError> {
+        // Validate against the history first, so a bad turn is refused before it is stored.
+        self.history.push(turn.clone())?;
+        let vector = match &self.parts.embedder {
+            Some(e) => match e.embed(&[turn.content.as_str()]) {
+                Ok(mut v) => v.pop(),
+                Err(err) => {
+                    self.notes.push(format!("turn {}: not embedded ({err}); it is found by its words only", turn.id));
+                    None
+                }
+            },
+            None => None,
+        };
+        if let Err(e) = self.store.append_with(&self.config.conversation, &turn, vector.as_deref()) {
+            self.history.truncate(self.history.len() - 1);
+            return Err(e.into());
+        }
+        self.vectors.push(vector);
+        let i = self.history.len() - 1;
+        let session = match (i.checked_sub(1).and_then(|p| self.history.turns()[p].timestamp), turn.timestamp) {
+            (Some(a), Some(b)) if b.seconds() - a.seconds() >= self.config.recall.session_gap_seconds => {
+                self.sessions[i - 1] + 1
+            }
+            _ => self.sessions.last().copied().unwrap_or(0),
+        };
+        self.sessions.push(session);
+        self.tiers.push(Tier::Hot);
+        self.topic_starts = self.detect_topics();
+        self.replan(false)?;
+        // A turn boundary: summaries finished since the last one come into view.
+        self.shown = self.worker.finished();
+        Ok(())
+    }
+
+    /// Asks the policy to plan now with the explicit-checkpoint trigger set, and returns the
+    /// plan.
+    pub fn checkpoint(&mut self) -> Result<&Plan, MemoryError> {
+        self.replan(true)?;
+        self.shown = self.worker.finished();
+        Ok(self.last_plan.as_ref().expect("replan sets the plan"))
+    }
+
+    /// Waits for the background summaries to finish and swaps them in: for tools and
+    /// evaluations that want the settled state, never needed for correctness.
+    pub fn settle(&mut self) {
+        self.worker.settle();
+        self.shown = self.worker.finished();
+    }
+
+    /// Searches the whole conversation (the cold store) for `query`: the best `k` turns.
+    pub fn recall(&self, query: &str, k: usize) -> Result<Vec<Hit>, MemoryError> {
+        let ranked = self.rank(query)?;
+        Ok(ranked.into_iter().take(k).map(|(i, score)| Hit { turn: self.history.turns()[i].clone(), score }).collect())
+    }
+
+    /// The store's hybrid search over this conversation, as the [`Store`] trait gives it.
+    pub fn search(&self, query: &RecallQuery) -> Result<Vec<Hit>, MemoryError> {
+        Ok(self.store.search(&self.config.conversation, query)?)
+    }
+
+    fn rank(&self, question: &str) -> Result<Vec<(usize, f32)>, MemoryError> {
+        let embedding = match &self.parts.embedder {
+            Some(e) => e.embed(&[question]).ok().and_then(|mut v| v.pop()),
+            None => None,
+        };
+        recall::rank(
+            &self.store,
+            &self.config.conversation,
+            self.history.turns(),
+            &self.sessions,
+            question,
+            embedding,
+            &self.config.recall,
+        )
+    }
+
+    fn detect_topics(&self) -> Vec<usize> {
+        let turns = self.history.turns();
+        let vectors: Option<Vec<Vec<f32>>> = self.vectors.iter().cloned().collect();
+        strata_topic::detect_with(turns, vectors.as_deref(), &self.config.topic).into_iter().map(|b| b.index).collect()
+    }
+
+    fn now(&self) -> Timestamp {
+        let last = self.history.last_timestamp().map(|(_, ts)| ts);
+        match self.config.clock {
+            Clock::Fixed(t) => t,
+            Clock::LastTurn => last.unwrap_or(Timestamp(0)),
+            Clock::System => {
+                let secs = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_secs() as i64)
+                    .unwrap_or(0);
+                // A turn stamped ahead of this machine's clock must not make ages negative.
+                Timestamp(secs.max(last.map_or(0, Timestamp::seconds)))
+            }
+        }
+    }
+
+    fn replan(&mut self, checkpoint: bool) -> Result<(), MemoryError> {
+        let turns = self.history.turns();
+        let state = State {
+            turns: turns
+                .iter()
+                .enumerate()
+                .map(|(i, t)| TurnState {
+                    id: &t.id,
+                    role: t.role,
+                    content: &t.content,
+                    tokens: self.history.tokens(i),
+                    timestamp: t.timestamp,
+                    // The system prompt is pinned: the policy sees it as hot and it never moves.
+                    tier: self.tiers[i],
+                })
+                .collect(),
+            topic_starts: self.topic_starts.clone(),
+            checkpoint,
+        };
+        let mut plan = strata_policy::plan(&state, &self.config.policy, self.now());
+        // Pinned system turns stay verbatim whatever the plan says.
+        for t in plan.tiers.iter_mut().take(self.history.pinned()) {
+            *t = Tier::Hot;
+        }
+        if plan.tiers != self.tiers {
+            let first = plan.tiers.iter().zip(&self.tiers).position(|(a, b)| a != b).unwrap_or(0);
+            self.store.set_tiers(&self.config.conversation, first as u64, &plan.tiers[first..])?;
+            self.tiers = plan.tiers.clone();
+        }
+        self.last_plan = Some(plan);
+        self.sync_registry();
+        self.queue_summaries();
+        Ok(())
+    }
+
+    /// Index of the first turn still hot after the pinned prefix (everything before it has
+    /// left the verbatim tier).
+    fn first_hot(&self) -> usize {
+        let p = self.history.pinned();
+        (p..self.tiers.len()).find(|&i| self.tiers[i] == Tier::Hot).unwrap_or(self.tiers.len())
+    }
+
+    fn sync_registry(&mut self) {
+        let upto = self.first_hot();
+        for i in self.registry_upto.max(self.history.pinned())..upto {
+            self.registry.add_turn(i, &self.history.turns()[i]);
+        }
+        self.registry_upto = self.registry_upto.max(upto);
+    }
+
+    /// Spans of warm and cool turns: runs of one tier, cut at topic starts and at
+    /// `segment_tokens`, from the start of the conversation so that a span, once closed, is
+    /// the same at every later turn (and summarised once).
+    fn spans(&self) -> Vec<SpanKey> {
+        let mut out = Vec::new();
+        let end = self.first_hot();
+        let starts: BTreeSet<usize> = self.topic_starts.iter().copied().collect();
+        let mut start = self.history.pinned();
+        let mut tokens = 0usize;
+        for i in self.history.pinned()..end {
+            let cut = i > start
+                && (self.tiers[i] != self.tiers[start]
+                    || starts.contains(&i)
+                    || tokens + self.history.tokens(i) > self.config.segment_tokens)
+                // A tool result stays with the call it answers.
+                && self.history.unit_of(i).turns.first() == Some(&i);
+            if cut {
+                out.push(SpanKey { start, end: i, tier: self.tiers[start] });
+                start = i;
+                tokens = 0;
+            }
+            tokens += self.history.tokens(i);
+        }
+        if start < end {
+            out.push(SpanKey { start, end, tier: self.tiers[start] });
+        }
+        out.retain(|k| matches!(k.tier, Tier::Warm | Tier::Cool));
+        out
+    }
+
+    fn queue_summaries(&mut self) {
+        for key in self.spans() {
+            let ratio = match key.tier {
+                Tier::Warm => self.config.policy.warm_ratio,
+                _ => self.config.policy.cool_ratio,
+            } as f64;
+            let config = SummaryConfig {
+                max_words: (self.config.max_summary_tokens * 3 / 4).max(20),
+                max_tokens: self.config.max_summary_tokens * 2,
+                deadline: self.config.summary_deadline,
+                extractive: ExtractiveConfig {
+                    ratio,
+                    max_tokens: Some(self.config.max_summary_tokens),
+                    ..ExtractiveConfig::default()
+                },
+            };
+            let turns = self.history.turns()[key.start..key.end].to_vec();
+            self.worker.submit(Job { key, turns, config });
+        }
+    }
+
+    /// The context for the next model call, within `budget` tokens. With a `question`, part
+    /// of the budget goes to turns recalled for it. Never waits on a model: spans whose
+    /// summary is not finished are left to the registry and the cold store, and say so in the
+    /// context's notes.
+    pub fn context(&self, budget: usize, question: Option<&str>) -> Result<Context, MemoryError> {
+        let history = &self.history;
+        let counter = history.counter();
+        let mut ctx = Context::new("tiered", budget, counter);
+        let mut left = pin_system(history, &mut ctx);
+        let recall_allowance = match question {
+            Some(_) => (budget as f64 * self.config.layout.recall) as usize,
+            None => 0,
+        }
+        .min(left);
+        let rest = left - recall_allowance;
+        let first_hot = self.first_hot();
+
+        // The registry of facts from turns no longer verbatim.
+        let registry_block = self
+            .registry
+            .render((rest as f64 * self.config.layout.registry) as usize, counter)
+            .map(|(text, ids)| Block::text(BlockKind::Registry, Role::System, text, ids, counter));
+        let registry_tokens = registry_block.as_ref().map_or(0, |b| b.tokens);
+
+        // Summaries of warm and cool spans, newest first, within their share of the tiers.
+        let policy = &self.config.policy;
+        let tier_total = (policy.hot.tokens + policy.warm.tokens + policy.cool.tokens).max(1);
+        let summary_allowance =
+            (rest - registry_tokens.min(rest)) * (policy.warm.tokens + policy.cool.tokens) / tier_total;
+        let mut summaries: Vec<Block> = Vec::new();
+        let mut used = 0usize;
+        let mut missing = 0usize;
+        for key in self.spans().into_iter().rev() {
+            let Some(s) = self.shown.get(&key) else {
+                missing += 1;
+                continue;
+            };
+            if s.text.trim().is_empty() {
+                // Nothing in the span fitted the summary's bound; the registry stands for it.
+                continue;
+            }
+            let block = Block::text(
+                BlockKind::Summary,
+                Role::System,
+                format!("[Earlier conversation summary: {}]", s.text),
+                s.source_ids.clone(),
+                counter,
+            );
+            if used + block.tokens > summary_allowance {
+                break;
+            }
+            used += block.tokens;
+            summaries.push(block);
+        }
+        summaries.reverse();
+        if missing > 0 {
+            ctx.notes.push(format!(
+                "{missing} older spans have no finished summary yet; the registry and the cold store stand for them"
+            ));
+        }
+
+        // The newest hot turns in what is left of the rest.
+        let hot_allowance = rest.saturating_sub(registry_tokens + used);
+        let (mut hot, _) = newest_fitting(history, hot_allowance);
+        // Whole units only: a tool result that is hot while its call has left the tier goes
+        // with its call.
+        hot.retain(|&i| history.unit_of(i).turns[0] >= first_hot);
+        let hot_used: usize = hot.iter().map(|&i| history.tokens(i)).sum();
+        left = left.saturating_sub(registry_tokens + used + hot_used);
+
+        // Recalled turns: whole units, best first, in what is left (the recall share plus
+        // anything the rest did not use); shown in conversation order.
+        let mut recalled: Vec<usize> = Vec::new();
+        if let Some(q) = question {
+            let shown: BTreeSet<usize> = hot.iter().copied().collect();
+            let mut taken_units = BTreeSet::new();
+            let mut fill = 0usize;
+            for (i, _) in self.rank(q)? {
+                if i < history.pinned() || shown.contains(&i) {
+                    continue;
+                }
+                let unit_index = history.unit_index(i);
+                if taken_units.contains(&unit_index) {
+                    continue;
+                }
+                let unit = history.unit_of(i);
+                if fill + unit.tokens > left {
+                    continue;
+                }
+                fill += unit.tokens;
+                taken_units.insert(unit_index);
+                recalled.extend(unit.turns.iter().copied().filter(|j| !shown.contains(j)));
+            }
+            recalled.sort_unstable();
+            recalled.dedup();
+        }
+
+        ctx.blocks.extend(summaries);
+        ctx.blocks.extend(registry_block);
+        for &i in &recalled {
+            ctx.blocks.push(Block::from_turn(BlockKind::RecalledTurn, &history.turns()[i], history.tokens(i)));
+        }
+        for &i in &hot {
+            ctx.blocks.push(Block::from_turn(BlockKind::VerbatimTurn, &history.turns()[i], history.tokens(i)));
+        }
+        if first_hot < history.len() && hot.first() != Some(&first_hot) && !hot.is_empty() {
+            ctx.notes.push(format!("hot turns before {} do not fit the budget", history.turns()[hot[0]].id));
+        }
+        Ok(finish(ctx))
+    }
+}

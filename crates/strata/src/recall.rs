@@ -1,0 +1,102 @@
+//! Question-aware recall: the store's fused BM25 + embedding ranking, re-scored by each turn's
+//! neighbours in the same session and by the speaker the question names.
+//!
+//! Why neighbours: in chat, the turn that answers a question is often the reply to the turn
+//! that matches it ("What did you adopt?" / "A puppy!"), so a turn's score borrows from the
+//! turns around it. Why sessions: neighbours across a long pause are unrelated.
+
+use std::collections::BTreeSet;
+
+use strata_core::{RecallQuery, Turn};
+use strata_store::SqliteStore;
+
+use crate::memory::MemoryError;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecallConfig {
+    /// Candidates taken from each ranking (BM25, embeddings) before fusion.
+    pub depth: usize,
+    /// Share of a neighbour's score a turn gets, at distance 1 and 2 in the same session.
+    pub neighbours: [f32; 2],
+    /// Relative boost for turns by a speaker the question names.
+    pub speaker_boost: f32,
+    /// A pause at least this long starts a new session (seconds).
+    pub session_gap_seconds: i64,
+}
+
+impl Default for RecallConfig {
+    fn default() -> RecallConfig {
+        RecallConfig { depth: 100, neighbours: [0.5, 0.25], speaker_boost: 0.1, session_gap_seconds: 30 * 60 }
+    }
+}
+
+/// Session numbers for turns, from pauses between timestamps.
+pub(crate) fn sessions(turns: &[Turn], gap: i64) -> Vec<u32> {
+    let mut out = Vec::with_capacity(turns.len());
+    let mut session = 0u32;
+    for (i, t) in turns.iter().enumerate() {
+        if i > 0 {
+            if let (Some(a), Some(b)) = (turns[i - 1].timestamp, t.timestamp) {
+                if b.seconds() - a.seconds() >= gap {
+                    session += 1;
+                }
+            }
+        }
+        out.push(session);
+    }
+    out
+}
+
+/// Turn positions for `question`, best first: every turn with a positive score.
+pub(crate) fn rank(
+    store: &SqliteStore,
+    conversation: &str,
+    turns: &[Turn],
+    sessions: &[u32],
+    question: &str,
+    embedding: Option<Vec<f32>>,
+    config: &RecallConfig,
+) -> Result<Vec<(usize, f32)>, MemoryError> {
+    let query = RecallQuery { text: question.to_string(), k: config.depth, embedding, time_range: None };
+    let ranked = store.search_ranked(conversation, &query)?;
+    let n = turns.len();
+    let mut base = vec![0f32; n];
+    for r in ranked {
+        if let Some(s) = base.get_mut(r.seq as usize) {
+            *s = r.score;
+        }
+    }
+    let named = named_speakers(turns, question);
+    let mut scored: Vec<(usize, f32)> = Vec::new();
+    for i in 0..n {
+        let mut s = base[i];
+        for (d, w) in config.neighbours.iter().enumerate() {
+            let d = d + 1;
+            for j in [i.checked_sub(d), i.checked_add(d).filter(|&j| j < n)].into_iter().flatten() {
+                if sessions[j] == sessions[i] {
+                    s += w * base[j];
+                }
+            }
+        }
+        if turns[i].speaker.as_ref().is_some_and(|sp| named.contains(&sp.to_lowercase())) {
+            s *= 1.0 + config.speaker_boost;
+        }
+        if s > 0.0 {
+            scored.push((i, s));
+        }
+    }
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    Ok(scored)
+}
+
+/// Lowercased speaker names that the question mentions as words.
+fn named_speakers(turns: &[Turn], question: &str) -> BTreeSet<String> {
+    let words: BTreeSet<String> =
+        question.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
+    turns
+        .iter()
+        .filter_map(|t| t.speaker.as_deref())
+        .map(str::to_lowercase)
+        .filter(|s| s.split_whitespace().any(|part| words.contains(part)))
+        .collect()
+}

@@ -1,0 +1,98 @@
+//! `tiered`: the memory as an eval strategy. Each conversation (and budget) gets a memory in
+//! RAM that is fed the history's new turns at every build, so the policy, the summaries and
+//! the cold store evolve turn by turn exactly as they would in a deployment.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use strata_core::{Context, Embedder, Generator, History, Strategy, StrategyError};
+
+use crate::memory::{Clock, Memory, MemoryConfig, Parts};
+
+/// One memory, shared between the eval's threads.
+type Shared = Arc<Mutex<Memory>>;
+
+/// The tiered memory as a [`Strategy`]: question-aware (recall from the cold store for the
+/// question) when given a question, question-agnostic (tiers, summaries, registry) otherwise.
+pub struct Tiered {
+    embedder: Option<Arc<dyn Embedder>>,
+    generator: Option<Arc<dyn Generator>>,
+    configure: Box<dyn Fn(&mut MemoryConfig) + Send + Sync>,
+    memories: Mutex<HashMap<(String, usize), Shared>>,
+}
+
+impl std::fmt::Debug for Tiered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tiered")
+            .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
+            .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
+            .finish()
+    }
+}
+
+impl Tiered {
+    pub fn new(embedder: Option<Arc<dyn Embedder>>, generator: Option<Arc<dyn Generator>>) -> Tiered {
+        Tiered { embedder, generator, configure: Box::new(|_| {}), memories: Mutex::new(HashMap::new()) }
+    }
+
+    /// Adjusts every memory's config after the budget-sized defaults are set.
+    pub fn configure(mut self, f: impl Fn(&mut MemoryConfig) + Send + Sync + 'static) -> Tiered {
+        self.configure = Box::new(f);
+        self
+    }
+
+    fn memory(&self, history: &History, budget: usize) -> Result<Shared, StrategyError> {
+        let key = (history.conversation_id().to_string(), budget);
+        let mut all = self.memories.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(m) = all.get(&key) {
+            let m = m.clone();
+            let fresh = {
+                let mem = m.lock().unwrap_or_else(|p| p.into_inner());
+                // The same conversation, grown (or not): reuse. Anything else (a shorter or
+                // different history under the same id) starts over.
+                mem.len() <= history.len()
+                    && mem.history().turns().iter().zip(history.turns()).all(|(a, b)| a.id == b.id)
+            };
+            if fresh {
+                return Ok(m);
+            }
+        }
+        let mut config = MemoryConfig::for_budget(history.conversation_id(), budget);
+        config.clock = Clock::LastTurn;
+        (self.configure)(&mut config);
+        let parts = Parts {
+            counter: history.counter_arc(),
+            embedder: self.embedder.clone(),
+            generator: self.generator.clone(),
+        };
+        let memory = Memory::open(config, parts).map_err(|e| failed(&e))?;
+        let m = Arc::new(Mutex::new(memory));
+        all.insert(key, m.clone());
+        Ok(m)
+    }
+}
+
+fn failed(e: &dyn std::fmt::Display) -> StrategyError {
+    StrategyError::Failed { strategy: "tiered".to_string(), message: e.to_string() }
+}
+
+impl Strategy for Tiered {
+    fn name(&self) -> &str {
+        "tiered"
+    }
+
+    fn question_aware(&self) -> bool {
+        true
+    }
+
+    fn build(&self, history: &History, budget: usize, question: Option<&str>) -> Result<Context, StrategyError> {
+        let m = self.memory(history, budget)?;
+        let mut memory = m.lock().unwrap_or_else(|p| p.into_inner());
+        for turn in &history.turns()[memory.len()..] {
+            memory.push(turn.clone()).map_err(|e| failed(&e))?;
+        }
+        // Evaluation wants the settled state: the same context whatever the thread timing.
+        memory.settle();
+        memory.context(budget, question).map_err(|e| failed(&e))
+    }
+}

@@ -1,0 +1,210 @@
+//! The background compaction worker: summarises spans of turns off the caller's thread and
+//! hands back finished summaries, which the memory swaps in at turn boundaries.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use strata_core::{Generator, Summary, SummaryLevel, Tier, TokenCounter, Turn};
+use strata_store::{SqliteStore, StoredSummary};
+use strata_summarize::SummaryConfig;
+
+/// A span of turns in one tier: positions `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct SpanKey {
+    pub(crate) start: usize,
+    pub(crate) end: usize,
+    pub(crate) tier: Tier,
+}
+
+#[derive(Debug)]
+pub(crate) struct Job {
+    pub(crate) key: SpanKey,
+    pub(crate) turns: Vec<Turn>,
+    pub(crate) config: SummaryConfig,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    finished: BTreeMap<SpanKey, Summary>,
+    pending: BTreeSet<SpanKey>,
+    /// Summaries that could not be saved; the summary itself is still used.
+    errors: Vec<String>,
+    closing: bool,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+    idle: Condvar,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One thread per memory; jobs run in the order they were queued.
+pub(crate) struct Worker {
+    tx: Option<Sender<Job>>,
+    shared: Arc<Shared>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.shared.lock();
+        f.debug_struct("Worker").field("finished", &s.finished.len()).field("pending", &s.pending.len()).finish()
+    }
+}
+
+pub(crate) struct Context {
+    pub(crate) store: Arc<SqliteStore>,
+    pub(crate) conversation: String,
+    pub(crate) generator: Option<Arc<dyn Generator>>,
+    pub(crate) counter: Arc<dyn TokenCounter>,
+}
+
+impl Worker {
+    /// Starts the worker with the summaries already made (read back from the store).
+    pub(crate) fn start(ctx: Context, finished: BTreeMap<SpanKey, Summary>) -> Worker {
+        let shared = Arc::new(Shared::default());
+        shared.lock().finished = finished;
+        let (tx, rx) = mpsc::channel();
+        let handle = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("strata-compaction".into())
+                .spawn(move || run(ctx, rx, &shared))
+                .expect("spawning the compaction thread")
+        };
+        Worker { tx: Some(tx), shared, handle: Some(handle) }
+    }
+
+    /// Queues a span unless it is finished or already queued.
+    pub(crate) fn submit(&self, job: Job) {
+        let mut s = self.shared.lock();
+        if s.finished.contains_key(&job.key) || !s.pending.insert(job.key) {
+            return;
+        }
+        drop(s);
+        if let Some(tx) = &self.tx {
+            if tx.send(job).is_err() {
+                // The thread is gone (it panicked); the span stays unsummarised and the
+                // registry and cold store stand for its turns.
+                self.shared.lock().pending.clear();
+            }
+        }
+    }
+
+    /// A copy of every finished summary.
+    pub(crate) fn finished(&self) -> BTreeMap<SpanKey, Summary> {
+        self.shared.lock().finished.clone()
+    }
+
+    pub(crate) fn pending(&self) -> usize {
+        self.shared.lock().pending.len()
+    }
+
+    pub(crate) fn take_errors(&self) -> Vec<String> {
+        std::mem::take(&mut self.shared.lock().errors)
+    }
+
+    /// Blocks until every queued job has finished.
+    pub(crate) fn settle(&self) {
+        let mut s = self.shared.lock();
+        while !s.pending.is_empty() {
+            s = self.shared.idle.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Jobs not started are dropped: their spans are summarised again after a reopen.
+        self.shared.lock().closing = true;
+        self.tx.take();
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
+    while let Ok(job) = rx.recv() {
+        if shared.lock().closing {
+            break;
+        }
+        // A summarizer that panics loses its summary, never the worker: the span stays
+        // unsummarised (the registry and the cold store stand for it) and `settle` returns.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            strata_summarize::summarize(
+                &job.turns,
+                None,
+                &[],
+                ctx.generator.as_deref(),
+                None,
+                ctx.counter.as_ref(),
+                job.key.tier,
+                &job.config,
+            )
+        }));
+        let summary = match outcome {
+            Ok(outcome) => outcome.summary,
+            Err(_) => {
+                let mut s = shared.lock();
+                s.errors.push(format!("the summarizer panicked on positions {}..{}", job.key.start, job.key.end));
+                s.pending.remove(&job.key);
+                shared.idle.notify_all();
+                continue;
+            }
+        };
+        let stored = StoredSummary {
+            level: tier_level(job.key.tier).to_string(),
+            first_seq: job.key.start as u64,
+            last_seq: job.key.end.saturating_sub(1) as u64,
+            model: summary.method.clone(),
+            text: summary.text.clone(),
+            sources: summary.source_ids.clone(),
+        };
+        let saved = ctx.store.put_summary(&ctx.conversation, &stored);
+        let mut s = shared.lock();
+        if let Err(e) = saved {
+            s.errors.push(format!("saving the summary of positions {}..{}: {e}", job.key.start, job.key.end));
+        }
+        s.finished.insert(job.key, summary);
+        s.pending.remove(&job.key);
+        shared.idle.notify_all();
+    }
+    let mut s = shared.lock();
+    s.pending.clear();
+    shared.idle.notify_all();
+}
+
+/// The `level` a tier's summaries are stored under.
+pub(crate) fn tier_level(tier: Tier) -> &'static str {
+    match tier {
+        Tier::Warm => "warm",
+        _ => "cool",
+    }
+}
+
+/// Reads stored summaries back into the worker's map; unknown levels are skipped.
+pub(crate) fn from_stored(stored: Vec<StoredSummary>) -> BTreeMap<SpanKey, Summary> {
+    let mut out = BTreeMap::new();
+    for s in stored {
+        let tier = match s.level.as_str() {
+            "warm" => Tier::Warm,
+            "cool" => Tier::Cool,
+            _ => continue,
+        };
+        let key = SpanKey { start: s.first_seq as usize, end: s.last_seq as usize + 1, tier };
+        out.insert(
+            key,
+            Summary { text: s.text, source_ids: s.sources, tier, level: SummaryLevel::Segment, method: s.model },
+        );
+    }
+    out
+}
