@@ -16,6 +16,11 @@ pub mod segmentation;
 pub mod suite;
 pub mod summaries;
 
+/// The strategies a run compares when none are named: the seed baselines, `segments`, and the
+/// tiered memory.
+pub const DEFAULT_STRATEGIES: &[&str] =
+    &["full", "window", "recent-8-summary-12", "summary-buffer", "segments", "tiered"];
+
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -186,11 +191,29 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         generator = Some(g.clone());
         Ok(g)
     };
+    // The embedder loads only if something needs it: the tiered memory, or a topic detector
+    // on a dataset scored by segmentation.
+    let mut embedder: Option<Arc<dyn strata_core::Embedder>> = None;
+    let mut load_embedder = || -> Result<Arc<dyn strata_core::Embedder>> {
+        if let Some(e) = &embedder {
+            return Ok(e.clone());
+        }
+        let e = embeddings(&config.models_dir).context(
+            "the tiered memory and the topic detectors (fixed, depth, combined) embed with MiniLM: run \
+             `cargo xtask fetch-models`, or leave out `tiered` and pass --segmenter none,even-10",
+        )?;
+        embedder = Some(e.clone());
+        Ok(e)
+    };
     let strategies: Vec<Arc<dyn Strategy>> = config
         .strategies
         .iter()
         .map(|name| {
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
+            if name == "tiered" {
+                let t = strata::Tiered::new(Some(load_embedder()?), g);
+                return Ok(Arc::new(t) as Arc<dyn Strategy>);
+            }
             Ok(Arc::from(strata_strategies::build(name, &config.strategy_config, g)?))
         })
         .collect::<Result<_>>()?;
@@ -202,20 +225,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         .iter()
         .map(|d| Dataset::resolve(d, &config.data_dir, &config.repo_root))
         .collect::<Result<_>>()?;
-    // The embedder loads only if a dataset is scored by segmentation and a detector is named.
     let any_segmentation = datasets.iter().any(|d| d.suites().segmentation);
-    let mut embedder: Option<Arc<dyn strata_core::Embedder>> = None;
-    let mut load_embedder = || -> Result<Arc<dyn strata_core::Embedder>> {
-        if let Some(e) = &embedder {
-            return Ok(e.clone());
-        }
-        let e = embeddings(&config.models_dir).context(
-            "the topic detectors (fixed, depth, combined) embed with MiniLM: run `cargo xtask fetch-models`, \
-             or pass --segmenter none,even-10",
-        )?;
-        embedder = Some(e.clone());
-        Ok(e)
-    };
     let segmenters: Vec<Box<dyn segmentation::Segmenter>> = if any_segmentation {
         config.segmenters.iter().map(|n| segmentation::by_name(n, &mut load_embedder)).collect::<Result<_>>()?
     } else {

@@ -39,6 +39,9 @@ fn main() -> Result<()> {
             }
         }
         Some("eval") => {
+            // The default run includes the tiered memory, which embeds with MiniLM: make sure
+            // the pinned weights are there (a no-op once they are).
+            models::fetch(&root(), &["MiniLM".to_string()])?;
             cargo_run_release(&[&["eval"], &rest.iter().map(String::as_str).collect::<Vec<_>>()[..]].concat())
         }
         Some("gen-probes") => gen_probes(rest),

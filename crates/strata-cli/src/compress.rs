@@ -69,7 +69,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
     render(&args.format, &contexts)
 }
 
-fn render(format: &str, contexts: &[(String, Context)]) -> Result<String> {
+pub(crate) fn render(format: &str, contexts: &[(String, Context)]) -> Result<String> {
     let single = contexts.len() == 1;
     let mut out = match format {
         "messages" if single => serde_json::to_string_pretty(&contexts[0].1.messages())?,
@@ -94,7 +94,7 @@ fn render(format: &str, contexts: &[(String, Context)]) -> Result<String> {
     Ok(out)
 }
 
-fn explain_context(out: &mut String, id: &str, history: &History, ctx: &Context) -> Result<()> {
+pub(crate) fn explain_context(out: &mut String, id: &str, history: &History, ctx: &Context) -> Result<()> {
     let total = ctx.total_tokens();
     let full = history.full_context_tokens();
     let reduction = if full == 0 { 0.0 } else { 100.0 * (1.0 - total as f64 / full as f64) };

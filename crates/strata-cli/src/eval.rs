@@ -129,7 +129,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
                     a.dataset
                 },
                 strategies: if a.strategy.is_empty() {
-                    strata_strategies::NAMES.iter().map(|s| s.to_string()).collect()
+                    strata_eval::DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
                 } else {
                     a.strategy
                 },

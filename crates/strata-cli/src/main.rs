@@ -1,4 +1,5 @@
-//! The `strata` command: compress a transcript into a context, count its tokens.
+//! The `strata` command: compress a transcript into a context, count its tokens, evaluate
+//! strategies, and run the tiered memory on a store file (replay, recall, context).
 //!
 //! Exit status: 0 on success, 2 for bad input (a file that does not load, an unknown strategy
 //! or tokenizer, a bad config), 1 for anything else. Output is built whole in memory and
@@ -7,6 +8,7 @@
 mod compress;
 mod eval;
 mod input;
+mod memory;
 mod segment;
 mod summarize;
 mod tokens;
@@ -36,6 +38,12 @@ enum Command {
     Segment(segment::Args),
     /// Summarise a transcript extractively, each sentence with its source turn id.
     Summarize(summarize::Args),
+    /// Feed a transcript turn by turn into a store on disk, showing tier occupancy as it goes.
+    Replay(Box<memory::ReplayArgs>),
+    /// Search a stored conversation for a query (BM25 and embeddings, fused).
+    Recall(memory::RecallArgs),
+    /// Print the context the tiered memory builds from a store within a budget.
+    Context(memory::ContextArgs),
 }
 
 /// An error caused by what the user gave us; exits with status 2.
@@ -48,12 +56,24 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             || c.is::<strata_tokens::TokenizerError>()
             || c.is::<strata_core::HistoryError>()
             || c.is::<strata_eval::BadInput>()
+            || c.downcast_ref::<strata_core::StoreError>().is_some_and(store_refused)
+            || c.downcast_ref::<strata::MemoryError>().is_some_and(|m| match m {
+                strata::MemoryError::Store(s) => store_refused(s),
+                strata::MemoryError::History(_) => true,
+                _ => false,
+            })
     });
     if bad_input {
         2
     } else {
         1
     }
+}
+
+/// A store file the user pointed at that is not usable as given: not a store, damaged, from a
+/// newer version, or asked for something it cannot do.
+fn store_refused(e: &strata_core::StoreError) -> bool {
+    !matches!(e, strata_core::StoreError::Backend { .. })
 }
 
 fn main() -> ExitCode {
@@ -64,6 +84,9 @@ fn main() -> ExitCode {
         Command::Eval(args) => eval::run(*args),
         Command::Segment(args) => segment::run(args),
         Command::Summarize(args) => summarize::run(args),
+        Command::Replay(args) => memory::replay(*args),
+        Command::Recall(args) => memory::recall(args),
+        Command::Context(args) => memory::context(args),
     };
     match result {
         Ok(out) => {

@@ -43,7 +43,7 @@ pub struct Layout {
 
 impl Default for Layout {
     fn default() -> Layout {
-        Layout { recall: 0.75, registry: 0.25 }
+        Layout { recall: 0.9, registry: 0.25 }
     }
 }
 
@@ -252,8 +252,10 @@ impl Memory {
     pub fn push(&mut self, turn: Turn) -> Result<(), MemoryError> {
         // Validate against the history first, so a bad turn is refused before it is stored.
         self.history.push(turn.clone())?;
+        // The vector is of the text the full-text index holds: speaker and date included, so
+        // a question that names a person or a time finds the turns by meaning as well.
         let vector = match &self.parts.embedder {
-            Some(e) => match e.embed(&[turn.content.as_str()]) {
+            Some(e) => match e.embed(&[strata_store::indexed_text(&turn).as_str()]) {
                 Ok(mut v) => v.pop(),
                 Err(err) => {
                     self.notes.push(format!("turn {}: not embedded ({err}); it is found by its words only", turn.id));
@@ -397,7 +399,7 @@ impl Memory {
         self.registry_upto = self.registry_upto.max(upto);
     }
 
-    /// Spans of warm and cool turns: runs of one tier, cut at topic starts and at
+    /// Spans of turns that left the hot tier: runs of one tier, cut at topic starts and at
     /// `segment_tokens`, from the start of the conversation so that a span, once closed, is
     /// the same at every later turn (and summarised once).
     fn spans(&self) -> Vec<SpanKey> {
@@ -423,7 +425,6 @@ impl Memory {
         if start < end {
             out.push(SpanKey { start, end, tier: self.tiers[start] });
         }
-        out.retain(|k| matches!(k.tier, Tier::Warm | Tier::Cool));
         out
     }
 
@@ -472,7 +473,10 @@ impl Memory {
             .map(|(text, ids)| Block::text(BlockKind::Registry, Role::System, text, ids, counter));
         let registry_tokens = registry_block.as_ref().map_or(0, |b| b.tokens);
 
-        // Summaries of warm and cool spans, newest first, within their share of the tiers.
+        // Summaries of spans that left the hot tier, newest first, within the warm and cool
+        // tiers' share: cold spans are summarised too (at the cool ratio), and their summaries
+        // are the first to give way, so a question-agnostic context still tells what happened
+        // long ago when there is room.
         let policy = &self.config.policy;
         let tier_total = (policy.hot.tokens + policy.warm.tokens + policy.cool.tokens).max(1);
         let summary_allowance =

@@ -26,7 +26,7 @@ pub struct RecallConfig {
 
 impl Default for RecallConfig {
     fn default() -> RecallConfig {
-        RecallConfig { depth: 100, neighbours: [0.5, 0.25], speaker_boost: 0.1, session_gap_seconds: 30 * 60 }
+        RecallConfig { depth: 100, neighbours: [0.5, 0.25], speaker_boost: 0.5, session_gap_seconds: 30 * 60 }
     }
 }
 

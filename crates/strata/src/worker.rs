@@ -186,8 +186,10 @@ fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
 /// The `level` a tier's summaries are stored under.
 pub(crate) fn tier_level(tier: Tier) -> &'static str {
     match tier {
+        Tier::Hot => "hot",
         Tier::Warm => "warm",
-        _ => "cool",
+        Tier::Cool => "cool",
+        Tier::Cold => "cold",
     }
 }
 
@@ -198,6 +200,7 @@ pub(crate) fn from_stored(stored: Vec<StoredSummary>) -> BTreeMap<SpanKey, Summa
         let tier = match s.level.as_str() {
             "warm" => Tier::Warm,
             "cool" => Tier::Cool,
+            "cold" => Tier::Cold,
             _ => continue,
         };
         let key = SpanKey { start: s.first_seq as usize, end: s.last_seq as usize + 1, tier };

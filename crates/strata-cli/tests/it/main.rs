@@ -365,3 +365,67 @@ fn summarize_quotes_sentences_with_their_turns_and_explains_the_registry() {
     assert!(out.stdout.is_empty());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown profile `poetry`"));
 }
+
+#[test]
+fn replay_then_recall_and_context_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("mem.db").display().to_string();
+    let conv = "--conversation";
+    let replay = strata(&["replay", &locomo(), conv, "conv-26", "--db", &db, "--embedder", "none", "--every", "100"]);
+    let stdout = String::from_utf8_lossy(&replay.stdout);
+    assert!(replay.status.success(), "{}", String::from_utf8_lossy(&replay.stderr));
+    assert!(stdout.contains("conv-26: 419 turns stored"), "{stdout}");
+    assert!(stdout.lines().any(|l| l.contains("cold") && l.contains("act:")), "{stdout}");
+    // Replaying again resumes: nothing is stored twice.
+    let again = strata(&["replay", &locomo(), conv, "conv-26", "--db", &db, "--embedder", "none"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("(419 already stored)"));
+
+    let recall = strata(&["recall", "--db", &db, "--embedder", "none", "LGBTQ activist group", "-k", "3"]);
+    let out = String::from_utf8_lossy(&recall.stdout);
+    assert!(recall.status.success(), "{}", String::from_utf8_lossy(&recall.stderr));
+    assert!(out.starts_with(" 1. D10:"), "{out}");
+
+    let ctx = strata(&[
+        "context",
+        "--db",
+        &db,
+        "--embedder",
+        "none",
+        "--budget",
+        "500",
+        "--question",
+        "What did Caroline research?",
+        "--format",
+        "json",
+        "--explain",
+    ]);
+    assert!(ctx.status.success(), "{}", String::from_utf8_lossy(&ctx.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&ctx.stdout).unwrap();
+    let blocks = v["blocks"].as_array().unwrap();
+    let total: u64 =
+        blocks.iter().map(|b| b["tokens"].as_u64().unwrap()).sum::<u64>() + v["overhead"].as_u64().unwrap();
+    assert!(total <= 500, "{total}");
+    assert!(blocks.iter().any(|b| b["kind"] == "recalled_turn"));
+    assert!(String::from_utf8_lossy(&ctx.stderr).contains("recalled_turn"));
+}
+
+#[test]
+fn a_foreign_or_missing_store_is_refused_untouched() {
+    let (dir, path) = file("notes.db", b"my notes, not a database");
+    for args in [
+        vec!["recall", "--db", &path, "--embedder", "none", "x"],
+        vec!["context", "--db", &path, "--embedder", "none", "--budget", "100"],
+    ] {
+        let out = strata(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains("notes.db") && stderr.contains("not a SQLite database"), "{stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), b"my notes, not a database");
+    let missing = dir.path().join("none.db").display().to_string();
+    let out = strata(&["recall", "--db", &missing, "--embedder", "none", "x"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such store"));
+    assert!(!dir.path().join("none.db").exists());
+}

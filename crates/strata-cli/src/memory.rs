@@ -1,0 +1,258 @@
+//! `strata replay`, `strata recall` and `strata context`: the tiered memory on a store file.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use strata::{Clock, Memory, MemoryConfig, Parts};
+use strata_candle::{BertEmbedder, CachedEmbedder, EmbedderConfig, MINILM};
+use strata_core::{Embedder, Tier};
+use strata_store::SqliteStore;
+
+use crate::input::{load, Input};
+use crate::BadInput;
+
+/// Where the memory lives and what it runs with.
+#[derive(clap::Args, Debug)]
+pub(crate) struct Store {
+    /// The store file (SQLite); created by `replay` if absent.
+    #[arg(long, value_name = "PATH")]
+    db: PathBuf,
+    /// Sentence embeddings for recall and topic shifts: minilm, or none (words only).
+    #[arg(long, default_value = "minilm", value_parser = ["minilm", "none"])]
+    embedder: String,
+    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    #[arg(long, value_name = "DIR")]
+    models_dir: Option<PathBuf>,
+    /// The context budget the tiers are sized for.
+    #[arg(long, default_value_t = 8000)]
+    tier_budget: usize,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ReplayArgs {
+    #[command(flatten)]
+    input: Input,
+    #[command(flatten)]
+    store: Store,
+    /// Print a line every N turns (and whenever the policy acts).
+    #[arg(long, default_value_t = 25)]
+    every: usize,
+    /// Summarise with a local model (qwen, smollm2 or a GGUF path) instead of extractively.
+    #[arg(long, value_name = "NAME|PATH")]
+    model: Option<String>,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct RecallArgs {
+    query: String,
+    #[command(flatten)]
+    store: Store,
+    /// The conversation to search; needed when the store holds several.
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    #[arg(short, long, default_value_t = 5)]
+    k: usize,
+    #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
+    tokenizer: String,
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ContextArgs {
+    #[command(flatten)]
+    store: Store,
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    #[arg(long)]
+    budget: usize,
+    /// Recall turns for this question (question-aware context).
+    #[arg(long)]
+    question: Option<String>,
+    #[arg(long, default_value = "messages", value_parser = ["messages", "text", "json"])]
+    format: String,
+    /// List every block on stderr.
+    #[arg(long)]
+    explain: bool,
+    #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
+    tokenizer: String,
+}
+
+fn models_dir(arg: &Option<PathBuf>) -> PathBuf {
+    arg.clone()
+        .or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("models"))
+}
+
+fn embedder(store: &Store) -> Result<Option<Arc<dyn Embedder>>> {
+    if store.embedder == "none" {
+        return Ok(None);
+    }
+    let models = models_dir(&store.models_dir);
+    let dir = strata_candle::locate(Some(&models.join(MINILM.folder)), &MINILM)?;
+    let model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default())?;
+    Ok(Some(Arc::new(CachedEmbedder::open(model, &models.join(".cache"))?)))
+}
+
+/// Opens the store; a store file that does not exist is an error for the reading commands.
+fn open_store(path: &Path, create: bool) -> Result<Arc<SqliteStore>> {
+    if !create && !path.exists() {
+        return Err(BadInput(format!(
+            "{}: no such store (create one with `strata replay FILE --db PATH`)",
+            path.display()
+        ))
+        .into());
+    }
+    Ok(Arc::new(SqliteStore::open(path)?))
+}
+
+/// The conversation to read: the one named, or the only one stored.
+fn pick_conversation(store: &SqliteStore, named: Option<String>) -> Result<String> {
+    let stored = store.conversations()?;
+    match named {
+        Some(id) if stored.contains(&id) => Ok(id),
+        Some(id) => Err(BadInput(format!(
+            "{}: no conversation `{id}` (stored: {})",
+            store.location(),
+            if stored.is_empty() { "none".to_string() } else { stored.join(", ") }
+        ))
+        .into()),
+        None if stored.len() == 1 => Ok(stored[0].clone()),
+        None if stored.is_empty() => {
+            Err(BadInput(format!("{}: the store holds no conversation", store.location())).into())
+        }
+        None => Err(BadInput(format!(
+            "{}: the store holds {} conversations; pick one with --conversation ({})",
+            store.location(),
+            stored.len(),
+            stored.join(", ")
+        ))
+        .into()),
+    }
+}
+
+fn memory_config(conversation: &str, store: &Store) -> MemoryConfig {
+    let mut config = MemoryConfig::for_budget(conversation, store.tier_budget);
+    config.path = Some(store.db.clone());
+    // A transcript is replayed, not lived: "now" is when its newest turn was said.
+    config.clock = Clock::LastTurn;
+    config
+}
+
+pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
+    // Load and validate the whole transcript before writing anything.
+    let loaded = load(&args.input)?;
+    let store = open_store(&args.store.db, true)?;
+    let embedder = embedder(&args.store)?;
+    let generator = match &args.model {
+        Some(name) => {
+            let models = models_dir(&args.store.models_dir);
+            let g = strata_candle::load_generator(name, &models)?;
+            Some(Arc::new(strata_candle::CachedGenerator::open(g, &models.join(".cache"))?)
+                as Arc<dyn strata_core::Generator>)
+        }
+        None => None,
+    };
+    let mut summary = String::new();
+    let mut stdout = std::io::stdout().lock();
+    for c in &loaded.conversations {
+        let parts = Parts { counter: loaded.counter.clone(), embedder: embedder.clone(), generator: generator.clone() };
+        let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store), parts)?;
+        // Resuming: the turns already stored must be this transcript's first turns.
+        let stored = memory.len();
+        for (i, t) in memory.history().turns().iter().enumerate() {
+            if c.turns.get(i).map(|x| &x.id) != Some(&t.id) {
+                return Err(BadInput(format!(
+                    "{}: conversation {} already holds turn {} at position {i}, which the transcript does not have there",
+                    args.store.db.display(),
+                    c.id,
+                    t.id
+                ))
+                .into());
+            }
+        }
+        // Progress goes out as it happens: every line describes turns already on disk.
+        let _ = writeln!(stdout, "# {}: {} turns ({} already stored)", c.id, c.turns.len(), stored);
+        for (i, turn) in c.turns.iter().enumerate().skip(stored) {
+            let id = turn.id.clone();
+            memory.push(turn.clone()).with_context(|| format!("transcript {}: turn {id}", c.id))?;
+            let plan = memory.last_plan().expect("push plans");
+            if plan.act || (i + 1) % args.every.max(1) == 0 || i + 1 == c.turns.len() {
+                let [h, w, k, d] = occupancy(memory.tiers());
+                let _ = writeln!(
+                    stdout,
+                    "{id:>12}  hot {h:>5}  warm {w:>5}  cool {k:>5}  cold {d:>5}  pending {:>3}  {}: {}",
+                    memory.pending(),
+                    if plan.act { "act" } else { "hold" },
+                    plan.reason
+                );
+                let _ = stdout.flush();
+            }
+        }
+        memory.settle();
+        for n in memory.take_notes() {
+            let _ = writeln!(stdout, "note: {n}");
+        }
+        let [h, w, k, d] = occupancy(memory.tiers());
+        writeln!(
+            summary,
+            "{}: {} turns stored in {}; hot {h}, warm {w}, cool {k}, cold {d}; {} summaries",
+            c.id,
+            memory.len(),
+            args.store.db.display(),
+            store.summaries(&c.id)?.len()
+        )?;
+    }
+    Ok(summary)
+}
+
+fn occupancy(tiers: &[Tier]) -> [usize; 4] {
+    let mut n = [0; 4];
+    for t in tiers {
+        n[match t {
+            Tier::Hot => 0,
+            Tier::Warm => 1,
+            Tier::Cool => 2,
+            Tier::Cold => 3,
+        }] += 1;
+    }
+    n
+}
+
+pub(crate) fn recall(args: RecallArgs) -> Result<String> {
+    let store = open_store(&args.store.db, false)?;
+    let conversation = pick_conversation(&store, args.conversation)?;
+    let counter = strata_tokens::from_spec(&args.tokenizer)?;
+    let parts = Parts { counter, embedder: embedder(&args.store)?, generator: None };
+    let memory = Memory::with_store(store, memory_config(&conversation, &args.store), parts)?;
+    let mut out = String::new();
+    for (rank, hit) in memory.recall(&args.query, args.k)?.iter().enumerate() {
+        let who = hit.turn.speaker.as_deref().unwrap_or(hit.turn.role.as_str());
+        let when = hit.turn.timestamp.map(|t| strata_store::civil_date(t.seconds())).unwrap_or_default();
+        writeln!(out, "{:>2}. {} (score {:.4}) {who} {when}", rank + 1, hit.turn.id, hit.score)?;
+        writeln!(out, "    {}", hit.turn.content.replace('\n', "\n    "))?;
+    }
+    if out.is_empty() {
+        out.push_str("no matching turns\n");
+    }
+    Ok(out)
+}
+
+pub(crate) fn context(args: ContextArgs) -> Result<String> {
+    let store = open_store(&args.store.db, false)?;
+    let conversation = pick_conversation(&store, args.conversation)?;
+    let counter = strata_tokens::from_spec(&args.tokenizer)?;
+    let parts = Parts { counter, embedder: embedder(&args.store)?, generator: None };
+    let memory = Memory::with_store(store, memory_config(&conversation, &args.store), parts)?;
+    let ctx = memory.context(args.budget, args.question.as_deref())?;
+    if args.explain {
+        let mut explain = String::new();
+        crate::compress::explain_context(&mut explain, &conversation, memory.history(), &ctx)?;
+        #[allow(clippy::print_stderr)]
+        {
+            eprint!("{explain}");
+        }
+    }
+    crate::compress::render(&args.format, &[(conversation, ctx)])
+}
