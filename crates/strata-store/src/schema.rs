@@ -35,11 +35,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     -- column carries one token per conversation so that a search intersects with it inside
     -- FTS5 instead of ranking every conversation's matches and filtering afterwards.
     CREATE VIRTUAL TABLE turns_fts USING fts5 (conv, text, content = '', tokenize = 'porter unicode61');
+    -- `conversation` repeats the turn's so that a search reads the vectors added since its last
+    -- look with one range of an index, whatever the other conversations wrote meanwhile.
     CREATE TABLE vectors (
         id INTEGER PRIMARY KEY,
+        conversation INTEGER NOT NULL REFERENCES conversations(id),
         turn INTEGER NOT NULL UNIQUE REFERENCES turns(id),
         data BLOB NOT NULL
     );
+    CREATE INDEX vectors_new ON vectors (conversation, id);
     ",
     // Version 2: summaries made by the background compaction, so a reopened memory reuses them.
     "

@@ -39,19 +39,25 @@ pub struct SqliteStore {
     vectors: Mutex<HashMap<i64, VectorIndex>>,
 }
 
+/// A conversation's vectors, quantised to 8 bits for scoring: a search reads a quarter of the
+/// memory it would in f32 (at 100k turns, 38 MB instead of 154), and scanning is bound by
+/// memory bandwidth, not arithmetic. Rankings shift only among near-ties (the cosine error is
+/// below 0.01); the f32 vectors stay in the store.
 #[derive(Debug, Default)]
 struct VectorIndex {
     /// Highest `vectors.id` already loaded.
     watermark: i64,
     dim: usize,
     rows: Vec<VectorRow>,
-    data: Vec<f32>,
+    data: Vec<i8>,
 }
 
 #[derive(Debug, Clone, Copy)]
 struct VectorRow {
     turn: i64,
     ts: Option<i64>,
+    /// Quantisation step over the vector's norm: cosine = factor × step(query) × Σ q·v / |q|.
+    factor: f32,
 }
 
 impl SqliteStore {
@@ -144,7 +150,7 @@ impl SqliteStore {
             )
             .map_err(|e| self.err(e))?;
             if let Some(Some(v)) = vectors.get(i) {
-                insert_vector(&tx, row, v).map_err(|e| self.err(e))?;
+                insert_vector(&tx, conv, row, v).map_err(|e| self.err(e))?;
             }
             seqs.push(seq as u64);
         }
@@ -156,16 +162,16 @@ impl SqliteStore {
     /// was computed.
     pub fn set_vector(&self, conversation: &str, turn_id: &str, vector: &[f32]) -> Result<(), StoreError> {
         let conn = self.conn();
-        let row: Option<i64> = conn
+        let row: Option<(i64, i64)> = conn
             .query_row(
-                "SELECT t.id FROM turns t JOIN conversations c ON c.id = t.conversation
+                "SELECT t.conversation, t.id FROM turns t JOIN conversations c ON c.id = t.conversation
                  WHERE c.name = ?1 AND t.turn_id = ?2",
                 params![conversation, turn_id],
-                |r| r.get(0),
+                |r| Ok((r.get(0)?, r.get(1)?)),
             )
             .optional()
             .map_err(|e| self.err(e))?;
-        let Some(row) = row else {
+        let Some((conv, row)) = row else {
             return Err(StoreError::Invalid {
                 location: self.location.clone(),
                 message: format!("conversation {conversation}: no stored turn {turn_id}"),
@@ -175,7 +181,7 @@ impl SqliteStore {
         // A replaced vector gets a new id above every watermark; drop the cached index so the
         // old copy is not scored twice.
         self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        insert_vector(&conn, row, vector).map_err(|e| self.err(e))
+        insert_vector(&conn, conv, row, vector).map_err(|e| self.err(e))
     }
 
     /// Names of the stored conversations, sorted.
@@ -369,18 +375,28 @@ impl SqliteStore {
     fn lexical(&self, conn: &Connection, conv: i64, query: &RecallQuery, depth: usize) -> Result<Vec<i64>, StoreError> {
         let Some(expr) = search::match_expression(&query.text) else { return Ok(Vec::new()) };
         let expr = format!("conv : {} AND text : ({expr})", conv_token(conv));
-        let (from, to) = time_bounds(query.time_range);
         // The conversation column weighs nothing in the ranking: it only restricts the match.
+        let Some((from, to)) = query.time_range else {
+            // No join: the conversation's token already scopes the match, and looking every
+            // match up in `turns` would cost more than ranking it.
+            let mut stmt = conn
+                .prepare_cached(
+                    "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ?1
+                     ORDER BY bm25(turns_fts, 0.0, 1.0), rowid LIMIT ?2",
+                )
+                .map_err(|e| self.err(e))?;
+            let rows = stmt.query_map(params![expr, depth as i64], |r| r.get::<_, i64>(0)).map_err(|e| self.err(e))?;
+            return rows.collect::<Result<_, _>>().map_err(|e| self.err(e));
+        };
         let mut stmt = conn
             .prepare_cached(
                 "SELECT f.rowid FROM turns_fts f JOIN turns t ON t.id = f.rowid
-                 WHERE turns_fts MATCH ?1 AND t.conversation = ?2
-                   AND (?3 IS NULL OR t.ts >= ?3) AND (?4 IS NULL OR t.ts <= ?4)
+                 WHERE turns_fts MATCH ?1 AND t.conversation = ?2 AND t.ts >= ?3 AND t.ts <= ?4
                  ORDER BY bm25(turns_fts, 0.0, 1.0), f.rowid LIMIT ?5",
             )
             .map_err(|e| self.err(e))?;
         let rows = stmt
-            .query_map(params![expr, conv, from, to, depth as i64], |r| r.get::<_, i64>(0))
+            .query_map(params![expr, conv, from.seconds(), to.seconds(), depth as i64], |r| r.get::<_, i64>(0))
             .map_err(|e| self.err(e))?;
         rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
     }
@@ -410,13 +426,13 @@ impl SqliteStore {
                 ),
             });
         }
-        let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-12);
+        let (q8, q_factor) = search::quantize(q);
         let mut scored: Vec<(f32, i64)> = index
             .rows
             .iter()
             .zip(index.data.chunks_exact(index.dim))
             .filter(|(row, _)| within(row.ts, range))
-            .map(|(row, v)| (search::dot(q, v) / norm, row.turn))
+            .map(|(row, v)| (search::dot_i8(&q8, v) as f32 * q_factor * row.factor, row.turn))
             .collect();
         let keep = depth.min(scored.len());
         let by_score = |a: &(f32, i64), b: &(f32, i64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
@@ -431,8 +447,10 @@ impl SqliteStore {
     fn refresh(&self, conn: &Connection, conv: i64, index: &mut VectorIndex) -> Result<(), StoreError> {
         let mut stmt = conn
             .prepare_cached(
-                "SELECT v.id, v.turn, t.ts, v.data FROM vectors v JOIN turns t ON t.id = v.turn
-                 WHERE t.conversation = ?1 AND v.id > ?2 ORDER BY v.id",
+                // CROSS JOIN fixes the loop order: the conversation's new vectors first (one
+                // range of `vectors_new`, usually empty), not every turn of the conversation.
+                "SELECT v.id, v.turn, t.ts, v.data FROM vectors v CROSS JOIN turns t ON t.id = v.turn
+                 WHERE v.conversation = ?1 AND v.id > ?2 ORDER BY v.id",
             )
             .map_err(|e| self.err(e))?;
         let mut rows = stmt.query(params![conv, index.watermark]).map_err(|e| self.err(e))?;
@@ -451,8 +469,9 @@ impl SqliteStore {
                     message: format!("vector of stored row {turn} has {} dimensions, others {}", v.len(), index.dim),
                 });
             }
-            index.rows.push(VectorRow { turn, ts });
-            index.data.extend_from_slice(&v);
+            let (v8, factor) = search::quantize(&v);
+            index.rows.push(VectorRow { turn, ts, factor });
+            index.data.extend_from_slice(&v8);
             index.watermark = id;
         }
         Ok(())
@@ -502,16 +521,12 @@ fn conv_token(conv: i64) -> String {
     format!("c{conv}")
 }
 
-fn insert_vector(conn: &Connection, row: i64, v: &[f32]) -> rusqlite::Result<()> {
-    conn.execute("INSERT INTO vectors (turn, data) VALUES (?1, ?2)", params![row, search::encode_vector(v)])?;
+fn insert_vector(conn: &Connection, conv: i64, row: i64, v: &[f32]) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO vectors (conversation, turn, data) VALUES (?1, ?2, ?3)",
+        params![conv, row, search::encode_vector(v)],
+    )?;
     Ok(())
-}
-
-fn time_bounds(range: Option<(Timestamp, Timestamp)>) -> (Option<i64>, Option<i64>) {
-    match range {
-        Some((from, to)) => (Some(from.seconds()), Some(to.seconds())),
-        None => (None, None),
-    }
 }
 
 fn within(ts: Option<i64>, range: Option<(Timestamp, Timestamp)>) -> bool {
