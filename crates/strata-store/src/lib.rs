@@ -6,11 +6,18 @@
 //! Every query is scoped to one conversation. The schema is versioned and migrated forward; a
 //! file that is not a Strata store, is damaged, or was written by a newer version is refused
 //! and never modified.
+//!
+//! `PgStore` (feature `postgres`) is the same store on a PostgreSQL server, for deployments
+//! where many stateless servers share one store.
 
+#[cfg(feature = "postgres")]
+mod pg;
 mod schema;
 mod search;
 mod sqlite;
 
+#[cfg(feature = "postgres")]
+pub use pg::{PgStore, PG_SCHEMA_VERSION};
 pub use schema::SCHEMA_VERSION;
 pub use search::{civil_date, fuse, indexed_text, match_expression, Ranked, RRF_K};
 pub use sqlite::{SqliteStore, StoredSummary};

@@ -69,11 +69,17 @@ pub fn civil_date(seconds: i64) -> String {
 /// word is quoted, so nothing a user types is read as query syntax; stopwords are dropped
 /// because BM25 over chat turns otherwise ranks by "the" and "you".
 pub fn match_expression(text: &str) -> Option<String> {
-    let terms: BTreeSet<String> = words(text).filter(|w| !is_stopword(w)).collect();
+    let terms = query_words(text);
     if terms.is_empty() {
         return None;
     }
     Some(terms.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" OR "))
+}
+
+/// The distinct content words of a query, sorted: what both stores search for.
+pub(crate) fn query_words(text: &str) -> Vec<String> {
+    let terms: BTreeSet<String> = words(text).filter(|w| !is_stopword(w)).collect();
+    terms.into_iter().collect()
 }
 
 /// Reciprocal-rank fusion of ranked lists of row ids: best first, ties by row id.

@@ -1,0 +1,286 @@
+//! `PgStore`: the cold tier on PostgreSQL, for deployments where many stateless servers share
+//! one store. Full text through `tsvector` (English stemming, ranked by `ts_rank`), embeddings
+//! as `real[]` scored in Rust within the conversation's rows (pgvector is not in Debian's
+//! stable repositories; a server that has it could index them), fused by reciprocal rank
+//! exactly as the SQLite store does.
+
+use std::sync::Mutex;
+
+use postgres::{Client, NoTls};
+use strata_core::{Hit, RecallQuery, Store, StoreError, Timestamp, Turn};
+
+use crate::search;
+
+/// Each entry takes the schema from version `i` to `i + 1`; never edit a published one.
+const MIGRATIONS: &[&str] = &["
+    CREATE TABLE strata_conversations (id bigserial PRIMARY KEY, name text NOT NULL UNIQUE);
+    CREATE TABLE strata_turns (
+        id bigserial PRIMARY KEY,
+        conversation bigint NOT NULL REFERENCES strata_conversations(id),
+        seq bigint NOT NULL,
+        turn_id text NOT NULL,
+        ts bigint,
+        body text NOT NULL,
+        tsv tsvector NOT NULL,
+        vector real[],
+        UNIQUE (conversation, seq),
+        UNIQUE (conversation, turn_id)
+    );
+    CREATE INDEX strata_turns_tsv ON strata_turns USING gin (tsv);
+    CREATE INDEX strata_turns_time ON strata_turns (conversation, ts);
+"];
+
+/// The schema version this build writes.
+pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
+
+/// Serialises migrations across servers starting at once.
+const MIGRATION_LOCK: i64 = 0x5354_5241;
+
+/// A store on a PostgreSQL server. One connection per `PgStore`; many servers may share a
+/// database.
+pub struct PgStore {
+    location: String,
+    client: Mutex<Client>,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore").field("location", &self.location).finish()
+    }
+}
+
+impl PgStore {
+    /// Connects (`host=/run/postgresql dbname=strata user=app`, or a `postgres://` URL) and
+    /// brings the schema up to date; a schema written by a newer Strata is refused.
+    pub fn connect(params: &str) -> Result<PgStore, StoreError> {
+        // Name the server in messages, never the password.
+        let location = match params.parse::<postgres::Config>() {
+            Ok(c) => format!(
+                "postgres {:?} db {}",
+                c.get_hosts().first().map(|h| format!("{h:?}")).unwrap_or_default(),
+                c.get_dbname().unwrap_or("(default)")
+            ),
+            Err(e) => return Err(StoreError::Invalid { location: "postgres".into(), message: e.to_string() }),
+        };
+        let mut client = Client::connect(params, NoTls)
+            .map_err(|e| StoreError::Backend { location: location.clone(), message: e.to_string() })?;
+        migrate(&mut client, &location)?;
+        Ok(PgStore { location, client: Mutex::new(client) })
+    }
+
+    fn err(&self, e: postgres::Error) -> StoreError {
+        StoreError::Backend { location: self.location.clone(), message: e.to_string() }
+    }
+
+    fn client(&self) -> std::sync::MutexGuard<'_, Client> {
+        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stores a turn and its embedding in one transaction; returns its position.
+    pub fn append_with(&self, conversation: &str, turn: &Turn, vector: Option<&[f32]>) -> Result<u64, StoreError> {
+        let mut client = self.client();
+        let mut tx = client.transaction().map_err(|e| self.err(e))?;
+        tx.execute("INSERT INTO strata_conversations (name) VALUES ($1) ON CONFLICT DO NOTHING", &[&conversation])
+            .map_err(|e| self.err(e))?;
+        // Locking the conversation's row orders concurrent appends to it, so positions never
+        // collide; other conversations are not blocked.
+        let conv: i64 = tx
+            .query_one("SELECT id FROM strata_conversations WHERE name = $1 FOR UPDATE", &[&conversation])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        let exists = tx
+            .query_opt("SELECT seq FROM strata_turns WHERE conversation = $1 AND turn_id = $2", &[&conv, &turn.id])
+            .map_err(|e| self.err(e))?;
+        if let Some(row) = exists {
+            let at: i64 = row.get(0);
+            return Err(StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: turn {} is already stored (position {at})", turn.id),
+            });
+        }
+        let seq: i64 = tx
+            .query_one("SELECT coalesce(max(seq) + 1, 0) FROM strata_turns WHERE conversation = $1", &[&conv])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        let body = serde_json::to_string(turn).map_err(|e| StoreError::Invalid {
+            location: self.location.clone(),
+            message: format!("turn {}: {e}", turn.id),
+        })?;
+        let ts = turn.timestamp.map(Timestamp::seconds);
+        let vector: Option<Vec<f32>> = vector.map(<[f32]>::to_vec);
+        tx.execute(
+            "INSERT INTO strata_turns (conversation, seq, turn_id, ts, body, tsv, vector)
+             VALUES ($1, $2, $3, $4, $5, to_tsvector('english', $6), $7)",
+            &[&conv, &seq, &turn.id, &ts, &body, &search::indexed_text(turn), &vector],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(seq as u64)
+    }
+
+    /// Names of the stored conversations, sorted.
+    pub fn conversations(&self) -> Result<Vec<String>, StoreError> {
+        let rows =
+            self.client().query("SELECT name FROM strata_conversations ORDER BY name", &[]).map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    fn conversation_id(&self, client: &mut Client, name: &str) -> Result<Option<i64>, StoreError> {
+        let row = client
+            .query_opt("SELECT id FROM strata_conversations WHERE name = $1", &[&name])
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Fused ranking of the conversation's turns, best first (as `SqliteStore::search_ranked`).
+    pub fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<search::Ranked>, StoreError> {
+        let mut client = self.client();
+        let Some(conv) = self.conversation_id(&mut client, conversation)? else { return Ok(Vec::new()) };
+        let depth = query.k.max(1) as i64;
+        let (from, to) = match query.time_range {
+            Some((a, b)) => (Some(a.seconds()), Some(b.seconds())),
+            None => (None, None),
+        };
+        let mut lexical: Vec<i64> = Vec::new();
+        if let Some(q) = tsquery(&query.text) {
+            let rows = client
+                .query(
+                    "SELECT id FROM strata_turns
+                     WHERE conversation = $1 AND tsv @@ to_tsquery('english', $2)
+                       AND ($3::bigint IS NULL OR ts >= $3) AND ($4::bigint IS NULL OR ts <= $4)
+                     ORDER BY ts_rank(tsv, to_tsquery('english', $2)) DESC, id LIMIT $5",
+                    &[&conv, &q, &from, &to, &depth],
+                )
+                .map_err(|e| self.err(e))?;
+            lexical = rows.iter().map(|r| r.get(0)).collect();
+        }
+        let mut dense: Vec<i64> = Vec::new();
+        if let Some(q) = &query.embedding {
+            let rows = client
+                .query(
+                    "SELECT id, vector FROM strata_turns
+                     WHERE conversation = $1 AND vector IS NOT NULL
+                       AND ($2::bigint IS NULL OR ts >= $2) AND ($3::bigint IS NULL OR ts <= $3)",
+                    &[&conv, &from, &to],
+                )
+                .map_err(|e| self.err(e))?;
+            let (q8, qf) = search::quantize(q);
+            let mut scored: Vec<(f32, i64)> = Vec::with_capacity(rows.len());
+            for r in &rows {
+                let v: Vec<f32> = r.get(1);
+                if v.len() != q.len() {
+                    return Err(StoreError::Invalid {
+                        location: self.location.clone(),
+                        message: format!(
+                            "query vector has {} dimensions but the stored vectors have {}: embedded by another model",
+                            q.len(),
+                            v.len()
+                        ),
+                    });
+                }
+                let (v8, vf) = search::quantize(&v);
+                scored.push((search::dot_i8(&q8, &v8) as f32 * qf * vf, r.get(0)));
+            }
+            scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+            dense = scored.into_iter().take(depth as usize).map(|(_, id)| id).collect();
+        }
+        let fused = search::fuse(&[&lexical, &dense]);
+        let mut out = Vec::with_capacity(fused.len());
+        for (id, score) in fused {
+            let row = client
+                .query_one("SELECT seq, turn_id FROM strata_turns WHERE id = $1", &[&id])
+                .map_err(|e| self.err(e))?;
+            let seq: i64 = row.get(0);
+            out.push(search::Ranked { seq: seq as u64, turn_id: row.get(1), score });
+        }
+        Ok(out)
+    }
+
+    fn decode(&self, conversation: &str, seq: i64, body: &str) -> Result<Turn, StoreError> {
+        serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
+            location: self.location.clone(),
+            message: format!("conversation {conversation}: turn at position {seq}: {e}"),
+        })
+    }
+}
+
+impl Store for PgStore {
+    fn append(&self, conversation: &str, turn: &Turn) -> Result<(), StoreError> {
+        self.append_with(conversation, turn, None).map(|_| ())
+    }
+
+    fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT t.seq, t.body FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
+                 WHERE c.name = $1 ORDER BY t.seq",
+                &[&conversation],
+            )
+            .map_err(|e| self.err(e))?;
+        rows.iter().map(|r| self.decode(conversation, r.get(0), r.get(1))).collect()
+    }
+
+    fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError> {
+        let ranked = self.search_ranked(conversation, query)?;
+        let mut client = self.client();
+        let mut hits = Vec::new();
+        for r in ranked.into_iter().take(query.k) {
+            let row = client
+                .query_one(
+                    "SELECT t.body FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
+                     WHERE c.name = $1 AND t.seq = $2",
+                    &[&conversation, &(r.seq as i64)],
+                )
+                .map_err(|e| self.err(e))?;
+            hits.push(Hit { turn: self.decode(conversation, r.seq as i64, row.get(0))?, score: r.score });
+        }
+        Ok(hits)
+    }
+}
+
+/// Brings the schema up to [`PG_SCHEMA_VERSION`] under an advisory lock, so servers starting
+/// together migrate once.
+fn migrate(client: &mut Client, location: &str) -> Result<(), StoreError> {
+    let err = |e: postgres::Error| StoreError::Backend { location: location.to_string(), message: e.to_string() };
+    let mut tx = client.transaction().map_err(err)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK]).map_err(err)?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS strata_schema (version integer NOT NULL)").map_err(err)?;
+    let version: i32 = match tx.query_opt("SELECT version FROM strata_schema", &[]).map_err(err)? {
+        Some(r) => r.get(0),
+        None => {
+            tx.execute("INSERT INTO strata_schema (version) VALUES (0)", &[]).map_err(err)?;
+            0
+        }
+    };
+    if version > PG_SCHEMA_VERSION {
+        return Err(StoreError::NewerSchema {
+            location: location.to_string(),
+            found: i64::from(version),
+            supported: i64::from(PG_SCHEMA_VERSION),
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(version.max(0) as usize) {
+        tx.batch_execute(sql).map_err(|e| StoreError::Backend {
+            location: location.to_string(),
+            message: format!("migrating to schema version {}: {e}", i + 1),
+        })?;
+    }
+    tx.execute("UPDATE strata_schema SET version = $1", &[&PG_SCHEMA_VERSION]).map_err(err)?;
+    tx.commit().map_err(err)
+}
+
+/// A `to_tsquery` expression matching any content word of `text`: the same words as the
+/// SQLite store's query, reduced to letters and digits so nothing is read as syntax.
+fn tsquery(text: &str) -> Option<String> {
+    let terms: Vec<String> = search::query_words(text)
+        .into_iter()
+        .flat_map(|w| w.split(|c: char| !c.is_alphanumeric()).map(str::to_string).collect::<Vec<_>>())
+        .filter(|w| !w.is_empty())
+        .collect();
+    if terms.is_empty() {
+        None
+    } else {
+        Some(terms.join(" | "))
+    }
+}
