@@ -12,13 +12,15 @@ pub struct Ranked {
     /// The turn's position in its conversation (0-based).
     pub seq: u64,
     pub turn_id: String,
-    /// Reciprocal-rank fusion score: the sum over result lists of 1 / (60 + rank).
+    /// Reciprocal-rank fusion score: the sum over result lists of 1 / (RRF_K + rank).
     pub score: f32,
 }
 
-/// The constant of reciprocal-rank fusion (Cormack et al. 2009): large enough that one list's
-/// top rank cannot outvote agreement between lists.
-pub const RRF_K: f32 = 60.0;
+/// The constant of reciprocal-rank fusion. Cormack et al. (2009) used 60 for web result lists
+/// of a thousand; over one conversation's turns the first few ranks carry the signal, and a
+/// smaller constant lets them count: on the first five LoCoMo conversations, evidence recall at
+/// budget 2000 went 0.824 (60), 0.838 (20), 0.841 (10), 0.843 (5).
+pub const RRF_K: f32 = 10.0;
 
 /// What the full-text index holds for a turn: the speaker's name and the date it was said,
 /// then its content. Questions name people and times ("what did Melanie do in May 2023?")
