@@ -199,7 +199,7 @@ fn main() {
     );
     println!();
     println!("recall over one conversation of the store (ms, p50 / p95; k = 100 per ranking)");
-    println!("| stored turns | conversations | file MB | load s | first search ms | BM25 alone (reference) | hybrid BM25 + cosine, fused | top 10 with turns | hybrid p95 / BM25 p95 |");
+    println!("| stored turns | conversations | file MB | load s | first search ms | BM25 alone (reference) | hybrid BM25 + cosine, fused | top 10 read back (k = 10) | hybrid p95 / BM25 p95 |");
     println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     let sizes: Vec<usize> = match std::env::var("STRATA_BENCH_QUICK") {
         Ok(_) => vec![10_000],
@@ -212,7 +212,7 @@ fn main() {
     println!();
     let n = 1000;
     println!("push throughput, {n} LoCoMo turns, each acknowledged after a synchronous commit (turns/s)");
-    println!("| path | turns/s | time vs reference |");
+    println!("| path | turns/s | throughput vs reference |");
     println!("| --- | ---: | ---: |");
     push_bench(&corpus, model, n);
 }
