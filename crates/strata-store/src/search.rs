@@ -39,32 +39,9 @@ pub fn indexed_text(turn: &Turn) -> String {
     text
 }
 
-/// "8 May 2023" for a Unix time, in UTC (Hinnant's days-to-civil algorithm).
+/// "8 May 2023" for a Unix time, in UTC.
 pub fn civil_date(seconds: i64) -> String {
-    const MONTHS: [&str; 12] = [
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ];
-    let z = seconds.div_euclid(86_400) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{day} {} {year}", MONTHS[(month - 1) as usize])
+    strata_summarize::Date::of(strata_core::Timestamp(seconds)).to_string()
 }
 
 /// An FTS5 expression matching any content word of `text`, or `None` when it has none. Each

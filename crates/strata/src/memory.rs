@@ -13,7 +13,7 @@ use strata_core::{
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
 use strata_store::SqliteStore;
 use strata_strategies::select::{finish, newest_fitting, pin_system};
-use strata_summarize::{ExtractiveConfig, Registry, SummaryConfig};
+use strata_summarize::{resolve_relative, Date, ExtractiveConfig, Registry, SummaryConfig};
 use strata_topic::TopicConfig;
 
 use crate::recall::{self, RecallConfig};
@@ -131,6 +131,9 @@ pub struct Memory {
     /// One vector per turn, when the embedder gave one.
     vectors: Vec<Option<Vec<f32>>>,
     sessions: Vec<u32>,
+    /// Each turn as a recalled block costs: without and with its date heading. Counted once,
+    /// at push, so that building a context counts nothing twice.
+    recalled_tokens: Vec<[usize; 2]>,
     tiers: Vec<Tier>,
     topic_starts: Vec<usize>,
     /// Facts of every turn before `registry_upto` (the turns no longer verbatim).
@@ -184,6 +187,7 @@ impl Memory {
         );
         let mut memory = Memory {
             sessions: recall::sessions(&turns, config.recall.session_gap_seconds),
+            recalled_tokens: Vec::new(),
             vectors: vec![None; turns.len()],
             config,
             parts,
@@ -201,6 +205,7 @@ impl Memory {
         // Vectors are in the store but not needed here except for topic detection; embedding
         // again would cost a model call per turn, so a reopened memory detects topics by cue
         // phrases and time gaps until new turns arrive.
+        memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
         memory.topic_starts = memory.detect_topics();
         memory.sync_registry();
         Ok(memory)
@@ -277,6 +282,8 @@ impl Memory {
             _ => self.sessions.last().copied().unwrap_or(0),
         };
         self.sessions.push(session);
+        let cost = self.count_recalled(i);
+        self.recalled_tokens.push(cost);
         self.tiers.push(Tier::Hot);
         self.topic_starts = self.detect_topics();
         self.replan(false)?;
@@ -449,6 +456,65 @@ impl Memory {
         }
     }
 
+    /// Recalled turns in conversation order. The first turn said on each day is headed by the
+    /// date, and every turn by what its relative time expressions meant when it was said
+    /// ("[8 May 2023; yesterday = 7 May 2023]"): read weeks later, "yesterday" no longer says
+    /// when.
+    fn render_recalled(&self, picks: &[Vec<usize>]) -> Vec<Block> {
+        let mut turns: Vec<usize> = picks.iter().flatten().copied().collect();
+        turns.sort_unstable();
+        turns.dedup();
+        let mut last_day: Option<Date> = None;
+        turns
+            .into_iter()
+            .map(|j| {
+                let day = self.history.turns()[j].timestamp.map(Date::of);
+                let with_date = day.is_some() && day != last_day;
+                last_day = day.or(last_day);
+                self.recalled_block(j, with_date)
+            })
+            .collect()
+    }
+
+    fn recalled_block(&self, i: usize, with_date: bool) -> Block {
+        let mut block = self.annotate(i, with_date);
+        if let Some(cost) = self.recalled_tokens.get(i) {
+            block.tokens = cost[usize::from(with_date)];
+        }
+        block
+    }
+
+    /// Both costs of turn `i` as a recalled block.
+    fn count_recalled(&self, i: usize) -> [usize; 2] {
+        [false, true].map(|with_date| {
+            let b = self.annotate(i, with_date);
+            self.history.counter().count_message(
+                b.role,
+                b.name.as_deref(),
+                &b.content,
+                b.tool_call_id.as_deref(),
+                &b.tool_calls,
+            )
+        })
+    }
+
+    /// The recalled block's text (its `tokens` are the verbatim turn's).
+    fn annotate(&self, i: usize, with_date: bool) -> Block {
+        let history = &self.history;
+        let turn = &history.turns()[i];
+        let mut block = Block::from_turn(BlockKind::RecalledTurn, turn, history.tokens(i));
+        let Some(ts) = turn.timestamp else { return block };
+        let mut notes: Vec<String> = Vec::new();
+        if with_date {
+            notes.push(Date::of(ts).to_string());
+        }
+        notes.extend(resolve_relative(&turn.content, ts).into_iter().map(|r| format!("{} = {}", r.phrase, r.means)));
+        if !notes.is_empty() {
+            block.content = format!("[{}] {}", notes.join("; "), block.content);
+        }
+        block
+    }
+
     /// The context for the next model call, within `budget` tokens. With a `question`, part
     /// of the budget goes to turns recalled for it. Never waits on a model: spans whose
     /// summary is not finished are left to the registry and the cold store, and say so in the
@@ -524,10 +590,14 @@ impl Memory {
 
         // Recalled turns: whole units, best first, in what is left (the recall share plus
         // anything the rest did not use); shown in conversation order.
-        let mut recalled: Vec<usize> = Vec::new();
+        let mut recalled: Vec<Block> = Vec::new();
         if let Some(q) = question {
             let shown: BTreeSet<usize> = hot.iter().copied().collect();
+            // Units in rank order; a date heads the first recalled turn said that day, so
+            // its cost is charged once per day.
+            let mut picks: Vec<Vec<usize>> = Vec::new();
             let mut taken_units = BTreeSet::new();
+            let mut days: BTreeSet<Date> = BTreeSet::new();
             let mut fill = 0usize;
             for (i, _) in self.rank(q)? {
                 if i < history.pinned() || shown.contains(&i) {
@@ -537,23 +607,46 @@ impl Memory {
                 if taken_units.contains(&unit_index) {
                     continue;
                 }
-                let unit = history.unit_of(i);
-                if fill + unit.tokens > left {
+                let turns: Vec<usize> =
+                    history.unit_of(i).turns.iter().copied().filter(|j| !shown.contains(j)).collect();
+                // No block is cheaper than its turn: skip the exact count when that already fails.
+                if fill + turns.iter().map(|&j| history.tokens(j)).sum::<usize>() > left {
                     continue;
                 }
-                fill += unit.tokens;
+                let mut cost = 0usize;
+                let mut new_days: BTreeSet<Date> = BTreeSet::new();
+                for &j in &turns {
+                    let [plain, dated] = self.recalled_tokens[j];
+                    let day = history.turns()[j].timestamp.map(Date::of);
+                    match day {
+                        // The first turn of a day pays for the heading (estimated by this
+                        // turn's; the render below makes it exact).
+                        Some(d) if !days.contains(&d) && new_days.insert(d) => cost += dated,
+                        _ => cost += plain,
+                    }
+                }
+                if fill + cost > left {
+                    continue;
+                }
+                fill += cost;
                 taken_units.insert(unit_index);
-                recalled.extend(unit.turns.iter().copied().filter(|j| !shown.contains(j)));
+                days.extend(new_days);
+                picks.push(turns);
             }
-            recalled.sort_unstable();
-            recalled.dedup();
+            // The heading lands on the day's earliest recalled turn, whose cost with it may differ
+            // from the estimate by a few tokens; drop the lowest-ranked picks until it fits.
+            loop {
+                recalled = self.render_recalled(&picks);
+                let total: usize = recalled.iter().map(|b| b.tokens).sum();
+                if total <= left || picks.pop().is_none() {
+                    break;
+                }
+            }
         }
 
         ctx.blocks.extend(summaries);
         ctx.blocks.extend(registry_block);
-        for &i in &recalled {
-            ctx.blocks.push(Block::from_turn(BlockKind::RecalledTurn, &history.turns()[i], history.tokens(i)));
-        }
+        ctx.blocks.extend(recalled);
         for &i in &hot {
             ctx.blocks.push(Block::from_turn(BlockKind::VerbatimTurn, &history.turns()[i], history.tokens(i)));
         }

@@ -365,3 +365,23 @@ proptest! {
         prop_assert_eq!(&ctx, &fresh.build(&h, budget, question).unwrap());
     }
 }
+
+#[test]
+fn recalled_turns_say_when_they_were_said() {
+    let mut m = open(300, None);
+    let mut old = Turn::new("s1", Role::User, "I went to the LGBTQ support group yesterday.");
+    old.timestamp = Some(Timestamp(1_683_504_000 + 13 * HOUR)); // 8 May 2023, 13:00
+    m.push(old).unwrap();
+    // A month later, enough talk to push it out of the verbatim tier.
+    for i in 0..12 {
+        let mut later =
+            Turn::new(format!("s{}", i + 2), Role::User, "Anyway, tell me more about the garden plans. ".repeat(4));
+        later.timestamp = Some(Timestamp(1_683_504_000 + 30 * 24 * HOUR + i * 60));
+        m.push(later).unwrap();
+    }
+    assert_eq!(m.tiers()[0], Tier::Cold);
+    let ctx = m.context(300, Some("When did I go to the support group?")).unwrap();
+    let block = ctx.blocks.iter().find(|b| b.kind == BlockKind::RecalledTurn).expect("recalled");
+    assert_eq!(block.content, "[8 May 2023; yesterday = 7 May 2023] I went to the LGBTQ support group yesterday.");
+    assert_eq!(block.tokens, counter().count_message(block.role, None, &block.content, None, &[]));
+}
