@@ -179,7 +179,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
             memory.push(turn.clone()).with_context(|| format!("transcript {}: turn {id}", c.id))?;
             let plan = memory.last_plan().expect("push plans");
             if plan.act || (i + 1) % args.every.max(1) == 0 || i + 1 == c.turns.len() {
-                let [h, w, k, d] = occupancy(memory.tiers());
+                let [h, w, k, d] = Tier::occupancy(memory.tiers());
                 let _ = writeln!(
                     stdout,
                     "{id:>12}  hot {h:>5}  warm {w:>5}  cool {k:>5}  cold {d:>5}  pending {:>3}  {}: {}",
@@ -194,7 +194,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
         for n in memory.take_notes() {
             let _ = writeln!(stdout, "note: {n}");
         }
-        let [h, w, k, d] = occupancy(memory.tiers());
+        let [h, w, k, d] = Tier::occupancy(memory.tiers());
         writeln!(
             summary,
             "{}: {} turns stored in {}; hot {h}, warm {w}, cool {k}, cold {d}; {} summaries",
@@ -207,25 +207,16 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     Ok(summary)
 }
 
-fn occupancy(tiers: &[Tier]) -> [usize; 4] {
-    let mut n = [0; 4];
-    for t in tiers {
-        n[match t {
-            Tier::Hot => 0,
-            Tier::Warm => 1,
-            Tier::Cool => 2,
-            Tier::Cold => 3,
-        }] += 1;
-    }
-    n
+/// The stored memory of the conversation named (or the only one), for the reading commands.
+fn open_memory(store: &Store, conversation: Option<String>, tokenizer: &str) -> Result<Memory> {
+    let db = open_store(&store.db, false)?;
+    let conversation = pick_conversation(&db, conversation)?;
+    let parts = Parts { counter: strata_tokens::from_spec(tokenizer)?, embedder: embedder(store)?, generator: None };
+    Ok(Memory::with_store(db, memory_config(&conversation, store), parts)?)
 }
 
 pub(crate) fn recall(args: RecallArgs) -> Result<String> {
-    let store = open_store(&args.store.db, false)?;
-    let conversation = pick_conversation(&store, args.conversation)?;
-    let counter = strata_tokens::from_spec(&args.tokenizer)?;
-    let parts = Parts { counter, embedder: embedder(&args.store)?, generator: None };
-    let memory = Memory::with_store(store, memory_config(&conversation, &args.store), parts)?;
+    let memory = open_memory(&args.store, args.conversation, &args.tokenizer)?;
     let mut out = String::new();
     for (rank, hit) in memory.recall(&args.query, args.k)?.iter().enumerate() {
         let who = hit.turn.speaker.as_deref().unwrap_or(hit.turn.role.as_str());
@@ -240,11 +231,8 @@ pub(crate) fn recall(args: RecallArgs) -> Result<String> {
 }
 
 pub(crate) fn context(args: ContextArgs) -> Result<String> {
-    let store = open_store(&args.store.db, false)?;
-    let conversation = pick_conversation(&store, args.conversation)?;
-    let counter = strata_tokens::from_spec(&args.tokenizer)?;
-    let parts = Parts { counter, embedder: embedder(&args.store)?, generator: None };
-    let memory = Memory::with_store(store, memory_config(&conversation, &args.store), parts)?;
+    let memory = open_memory(&args.store, args.conversation, &args.tokenizer)?;
+    let conversation = memory.conversation().to_string();
     let ctx = memory.context(args.budget, args.question.as_deref())?;
     if args.explain {
         let mut explain = String::new();

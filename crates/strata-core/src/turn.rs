@@ -318,6 +318,35 @@ pub enum Tier {
     Cold,
 }
 
+impl Tier {
+    /// Hot to cold, in order.
+    pub const ALL: [Tier; 4] = [Tier::Hot, Tier::Warm, Tier::Cool, Tier::Cold];
+
+    /// The lowercase name, as serde writes it and stores record it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Tier::Hot => "hot",
+            Tier::Warm => "warm",
+            Tier::Cool => "cool",
+            Tier::Cold => "cold",
+        }
+    }
+
+    /// Parses [`Tier::as_str`]'s names; anything else is `None`.
+    pub fn parse(s: &str) -> Option<Tier> {
+        Tier::ALL.into_iter().find(|t| t.as_str() == s)
+    }
+
+    /// Turns per tier, hot to cold.
+    pub fn occupancy(tiers: &[Tier]) -> [usize; 4] {
+        let mut n = [0; 4];
+        for t in tiers {
+            n[*t as usize] += 1;
+        }
+        n
+    }
+}
+
 /// A run of consecutive turns on one topic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Segment {

@@ -228,11 +228,7 @@ pub struct Plan {
 impl Plan {
     /// Turns per tier, hot to cold.
     pub fn occupancy(&self) -> [usize; 4] {
-        let mut n = [0; 4];
-        for t in &self.tiers {
-            n[tier_index(*t)] += 1;
-        }
-        n
+        Tier::occupancy(&self.tiers)
     }
 
     /// Every decision in words: the verdict, each trigger, each guard, each move.
@@ -260,15 +256,6 @@ impl Plan {
         let [h, w, c, d] = self.occupancy();
         let _ = writeln!(s, "tiers: hot {h}, warm {w}, cool {c}, cold {d}");
         s
-    }
-}
-
-fn tier_index(t: Tier) -> usize {
-    match t {
-        Tier::Hot => 0,
-        Tier::Warm => 1,
-        Tier::Cool => 2,
-        Tier::Cold => 3,
     }
 }
 

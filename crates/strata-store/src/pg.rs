@@ -135,7 +135,26 @@ impl PgStore {
     /// Fused ranking of the conversation's turns, best first (as `SqliteStore::search_ranked`).
     pub fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<search::Ranked>, StoreError> {
         let mut client = self.client();
-        let Some(conv) = self.conversation_id(&mut client, conversation)? else { return Ok(Vec::new()) };
+        let fused = self.fused(&mut client, conversation, query)?;
+        let mut out = Vec::with_capacity(fused.len());
+        for (id, score) in fused {
+            let row = client
+                .query_one("SELECT seq, turn_id FROM strata_turns WHERE id = $1", &[&id])
+                .map_err(|e| self.err(e))?;
+            let seq: i64 = row.get(0);
+            out.push(search::Ranked { seq: seq as u64, turn_id: row.get(1), score });
+        }
+        Ok(out)
+    }
+
+    /// Row ids of the conversation's turns with their fused scores, best first.
+    fn fused(
+        &self,
+        client: &mut Client,
+        conversation: &str,
+        query: &RecallQuery,
+    ) -> Result<Vec<(i64, f32)>, StoreError> {
+        let Some(conv) = self.conversation_id(client, conversation)? else { return Ok(Vec::new()) };
         let depth = query.k.max(1) as i64;
         let (from, to) = match query.time_range {
             Some((a, b)) => (Some(a.seconds()), Some(b.seconds())),
@@ -184,16 +203,7 @@ impl PgStore {
             scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             dense = scored.into_iter().take(depth as usize).map(|(_, id)| id).collect();
         }
-        let fused = search::fuse(&[&lexical, &dense]);
-        let mut out = Vec::with_capacity(fused.len());
-        for (id, score) in fused {
-            let row = client
-                .query_one("SELECT seq, turn_id FROM strata_turns WHERE id = $1", &[&id])
-                .map_err(|e| self.err(e))?;
-            let seq: i64 = row.get(0);
-            out.push(search::Ranked { seq: seq as u64, turn_id: row.get(1), score });
-        }
-        Ok(out)
+        Ok(search::fuse(&[&lexical, &dense]))
     }
 
     fn decode(&self, conversation: &str, seq: i64, body: &str) -> Result<Turn, StoreError> {
@@ -222,18 +232,14 @@ impl Store for PgStore {
     }
 
     fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError> {
-        let ranked = self.search_ranked(conversation, query)?;
         let mut client = self.client();
+        let fused = self.fused(&mut client, conversation, query)?;
         let mut hits = Vec::new();
-        for r in ranked.into_iter().take(query.k) {
+        for (id, score) in fused.into_iter().take(query.k) {
             let row = client
-                .query_one(
-                    "SELECT t.body FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
-                     WHERE c.name = $1 AND t.seq = $2",
-                    &[&conversation, &(r.seq as i64)],
-                )
+                .query_one("SELECT seq, body FROM strata_turns WHERE id = $1", &[&id])
                 .map_err(|e| self.err(e))?;
-            hits.push(Hit { turn: self.decode(conversation, r.seq as i64, row.get(0))?, score: r.score });
+            hits.push(Hit { turn: self.decode(conversation, row.get(0), row.get(1))?, score });
         }
         Ok(hits)
     }

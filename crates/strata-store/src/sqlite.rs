@@ -300,7 +300,7 @@ impl SqliteStore {
                 .prepare_cached("INSERT OR REPLACE INTO tiers (conversation, seq, tier) VALUES (?1, ?2, ?3)")
                 .map_err(|e| self.err(e))?;
             for (i, tier) in tiers.iter().enumerate() {
-                stmt.execute(params![conv, (from + i as u64) as i64, tier_name(*tier)]).map_err(|e| self.err(e))?;
+                stmt.execute(params![conv, (from + i as u64) as i64, tier.as_str()]).map_err(|e| self.err(e))?;
             }
         }
         tx.commit().map_err(|e| self.err(e))
@@ -323,16 +323,11 @@ impl SqliteStore {
         for row in rows {
             let (seq, tier) = row.map_err(|e| self.err(e))?;
             out.push(match tier.as_deref() {
-                None | Some("hot") => Tier::Hot,
-                Some("warm") => Tier::Warm,
-                Some("cool") => Tier::Cool,
-                Some("cold") => Tier::Cold,
-                Some(other) => {
-                    return Err(StoreError::Corrupt {
-                        location: self.location.clone(),
-                        message: format!("conversation {conversation}: turn at position {seq} has tier `{other}`"),
-                    })
-                }
+                None => Tier::Hot,
+                Some(name) => Tier::parse(name).ok_or_else(|| StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: turn at position {seq} has tier `{name}`"),
+                })?,
             });
         }
         Ok(out)
@@ -351,16 +346,7 @@ impl SqliteStore {
     /// first: for callers that re-rank (by neighbours, by speaker) before cutting to `k`.
     pub fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError> {
         let conn = self.conn();
-        let Some(conv) = conversation_id(&conn, conversation, false).map_err(|e| self.err(e))? else {
-            return Ok(Vec::new());
-        };
-        let depth = query.k.max(1);
-        let lexical = self.lexical(&conn, conv, query, depth)?;
-        let dense = match &query.embedding {
-            Some(q) => self.dense(&conn, conv, q, query.time_range, depth)?,
-            None => Vec::new(),
-        };
-        let fused = search::fuse(&[&lexical, &dense]);
+        let fused = self.fused(&conn, conversation, query)?;
         let mut stmt = conn.prepare_cached("SELECT seq, turn_id FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
         let mut out = Vec::with_capacity(fused.len());
         for (row, score) in fused {
@@ -369,6 +355,20 @@ impl SqliteStore {
             out.push(Ranked { seq: seq as u64, turn_id, score });
         }
         Ok(out)
+    }
+
+    /// Row ids of the conversation's turns with their fused scores, best first.
+    fn fused(&self, conn: &Connection, conversation: &str, query: &RecallQuery) -> Result<Vec<(i64, f32)>, StoreError> {
+        let Some(conv) = conversation_id(conn, conversation, false).map_err(|e| self.err(e))? else {
+            return Ok(Vec::new());
+        };
+        let depth = query.k.max(1);
+        let lexical = self.lexical(conn, conv, query, depth)?;
+        let dense = match &query.embedding {
+            Some(q) => self.dense(conn, conv, q, query.time_range, depth)?,
+            None => Vec::new(),
+        };
+        Ok(search::fuse(&[&lexical, &dense]))
     }
 
     /// Up to `depth` rows by BM25 over the indexed text, best first.
@@ -488,19 +488,14 @@ impl Store for SqliteStore {
     }
 
     fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError> {
-        let ranked = self.search_ranked(conversation, query)?;
         let conn = self.conn();
-        let Some(conv) = conversation_id(&conn, conversation, false).map_err(|e| self.err(e))? else {
-            return Ok(Vec::new());
-        };
-        let mut stmt = conn
-            .prepare_cached("SELECT body FROM turns WHERE conversation = ?1 AND seq = ?2")
-            .map_err(|e| self.err(e))?;
+        let fused = self.fused(&conn, conversation, query)?;
+        let mut stmt = conn.prepare_cached("SELECT seq, body FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
         let mut hits = Vec::new();
-        for r in ranked.into_iter().take(query.k) {
-            let body: String =
-                stmt.query_row(params![conv, r.seq as i64], |row| row.get(0)).map_err(|e| self.err(e))?;
-            hits.push(Hit { turn: self.decode(conversation, r.seq as i64, &body)?, score: r.score });
+        for (row, score) in fused.into_iter().take(query.k) {
+            let (seq, body): (i64, String) =
+                stmt.query_row([row], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
+            hits.push(Hit { turn: self.decode(conversation, seq, &body)?, score });
         }
         Ok(hits)
     }
@@ -533,14 +528,5 @@ fn within(ts: Option<i64>, range: Option<(Timestamp, Timestamp)>) -> bool {
     match range {
         None => true,
         Some((from, to)) => ts.is_some_and(|t| t >= from.seconds() && t <= to.seconds()),
-    }
-}
-
-fn tier_name(tier: Tier) -> &'static str {
-    match tier {
-        Tier::Hot => "hot",
-        Tier::Warm => "warm",
-        Tier::Cool => "cool",
-        Tier::Cold => "cold",
     }
 }

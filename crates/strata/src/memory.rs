@@ -128,8 +128,8 @@ pub struct Memory {
     parts: Parts,
     store: Arc<SqliteStore>,
     history: History,
-    /// One vector per turn, when the embedder gave one.
-    vectors: Vec<Option<Vec<f32>>>,
+    /// One vector per turn; empty where the embedder gave none.
+    vectors: Vec<Vec<f32>>,
     sessions: Vec<u32>,
     /// Each turn as a recalled block costs: without and with its date heading. Counted once,
     /// at push, so that building a context counts nothing twice.
@@ -186,9 +186,9 @@ impl Memory {
             finished.clone(),
         );
         let mut memory = Memory {
-            sessions: recall::sessions(&turns, config.recall.session_gap_seconds),
+            sessions: Vec::new(),
             recalled_tokens: Vec::new(),
-            vectors: vec![None; turns.len()],
+            vectors: vec![Vec::new(); turns.len()],
             config,
             parts,
             store,
@@ -205,6 +205,7 @@ impl Memory {
         // Vectors are in the store but not needed here except for topic detection; embedding
         // again would cost a model call per turn, so a reopened memory detects topics by cue
         // phrases and time gaps until new turns arrive.
+        recall::extend_sessions(&mut memory.sessions, memory.history.turns(), memory.config.recall.session_gap_seconds);
         memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
         memory.topic_starts = memory.detect_topics();
         memory.sync_registry();
@@ -273,15 +274,9 @@ impl Memory {
             self.history.truncate(self.history.len() - 1);
             return Err(e.into());
         }
-        self.vectors.push(vector);
+        self.vectors.push(vector.unwrap_or_default());
         let i = self.history.len() - 1;
-        let session = match (i.checked_sub(1).and_then(|p| self.history.turns()[p].timestamp), turn.timestamp) {
-            (Some(a), Some(b)) if b.seconds() - a.seconds() >= self.config.recall.session_gap_seconds => {
-                self.sessions[i - 1] + 1
-            }
-            _ => self.sessions.last().copied().unwrap_or(0),
-        };
-        self.sessions.push(session);
+        recall::extend_sessions(&mut self.sessions, self.history.turns(), self.config.recall.session_gap_seconds);
         let cost = self.count_recalled(i);
         self.recalled_tokens.push(cost);
         self.tiers.push(Tier::Hot);
@@ -336,8 +331,9 @@ impl Memory {
 
     fn detect_topics(&self) -> Vec<usize> {
         let turns = self.history.turns();
-        let vectors: Option<Vec<Vec<f32>>> = self.vectors.iter().cloned().collect();
-        strata_topic::detect_with(turns, vectors.as_deref(), &self.config.topic).into_iter().map(|b| b.index).collect()
+        // Similarity counts only when every turn has its vector (an empty one is missing).
+        let vectors = self.vectors.iter().all(|v| !v.is_empty()).then_some(&self.vectors[..]);
+        strata_topic::detect_with(turns, vectors, &self.config.topic).into_iter().map(|b| b.index).collect()
     }
 
     fn now(&self) -> Timestamp {

@@ -30,21 +30,17 @@ impl Default for RecallConfig {
     }
 }
 
-/// Session numbers for turns, from pauses between timestamps.
-pub(crate) fn sessions(turns: &[Turn], gap: i64) -> Vec<u32> {
-    let mut out = Vec::with_capacity(turns.len());
-    let mut session = 0u32;
-    for (i, t) in turns.iter().enumerate() {
-        if i > 0 {
-            if let (Some(a), Some(b)) = (turns[i - 1].timestamp, t.timestamp) {
-                if b.seconds() - a.seconds() >= gap {
-                    session += 1;
-                }
+/// Extends `sessions` (one number per turn, from pauses between timestamps) to cover `turns`.
+pub(crate) fn extend_sessions(sessions: &mut Vec<u32>, turns: &[Turn], gap: i64) {
+    for i in sessions.len()..turns.len() {
+        let mut session = sessions.last().copied().unwrap_or(0);
+        if let (Some(a), Some(b)) = (i.checked_sub(1).and_then(|p| turns[p].timestamp), turns[i].timestamp) {
+            if b.seconds() - a.seconds() >= gap {
+                session += 1;
             }
         }
-        out.push(session);
+        sessions.push(session);
     }
-    out
 }
 
 /// Turn positions for `question`, best first: every turn with a positive score.

@@ -162,7 +162,7 @@ fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
             }
         };
         let stored = StoredSummary {
-            level: tier_level(job.key.tier).to_string(),
+            level: job.key.tier.as_str().to_string(),
             first_seq: job.key.start as u64,
             last_seq: job.key.end.saturating_sub(1) as u64,
             model: summary.method.clone(),
@@ -183,26 +183,11 @@ fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
     shared.idle.notify_all();
 }
 
-/// The `level` a tier's summaries are stored under.
-pub(crate) fn tier_level(tier: Tier) -> &'static str {
-    match tier {
-        Tier::Hot => "hot",
-        Tier::Warm => "warm",
-        Tier::Cool => "cool",
-        Tier::Cold => "cold",
-    }
-}
-
 /// Reads stored summaries back into the worker's map; unknown levels are skipped.
 pub(crate) fn from_stored(stored: Vec<StoredSummary>) -> BTreeMap<SpanKey, Summary> {
     let mut out = BTreeMap::new();
     for s in stored {
-        let tier = match s.level.as_str() {
-            "warm" => Tier::Warm,
-            "cool" => Tier::Cool,
-            "cold" => Tier::Cold,
-            _ => continue,
-        };
+        let Some(tier) = Tier::parse(&s.level).filter(|t| *t != Tier::Hot) else { continue };
         let key = SpanKey { start: s.first_seq as usize, end: s.last_seq as usize + 1, tier };
         out.insert(
             key,
