@@ -163,7 +163,7 @@ fn push_bench(corpus: &Corpus, model: Arc<dyn Embedder>, n: usize) {
     let embedded_s = memory("embedded.db", Some(model));
     let rate = |s: f64| n as f64 / s;
     println!("| bare SQLite insert, synchronous (reference) | {:.0} | 1.00 |", rate(raw));
-    println!("| SqliteStore::append (turn + FTS5) | {:.0} | {:.2} |", rate(store_s), raw / store_s);
+    println!("| SqliteStore::append (turn row, own transaction) | {:.0} | {:.2} |", rate(store_s), raw / store_s);
     println!("| Memory::push, no embeddings | {:.0} | {:.2} |", rate(plain_s), raw / plain_s);
     println!("| Memory::push, MiniLM int8 per turn | {:.0} | {:.2} |", rate(embedded_s), raw / embedded_s);
 }

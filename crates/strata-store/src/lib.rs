@@ -1,8 +1,9 @@
 //! The cold tier: every turn stored in full, durably, and found again by hybrid search.
 //!
 //! `SqliteStore` is the embedded default: SQLite (compiled in) in WAL mode with synchronous
-//! commits, so a turn is on disk before `append` returns; FTS5 with the Porter stemmer for
-//! BM25; one embedding per turn scored by cosine; the two rankings fused by reciprocal rank.
+//! commits, so a turn is on disk before `append` returns; BM25 over stemmed words and one
+//! embedding per turn scored by cosine, each held in memory per conversation and built from
+//! the stored rows; the two rankings fused by reciprocal rank.
 //! Every query is scoped to one conversation. The schema is versioned and migrated forward; a
 //! file that is not a Strata store, is damaged, or was written by a newer version is refused
 //! and never modified.
@@ -10,6 +11,7 @@
 //! `PgStore` (feature `postgres`) is the same store on a PostgreSQL server, for deployments
 //! where many stateless servers share one store.
 
+mod lexical;
 #[cfg(feature = "postgres")]
 mod pg;
 mod schema;
@@ -19,7 +21,7 @@ mod sqlite;
 #[cfg(feature = "postgres")]
 pub use pg::{PgStore, PG_SCHEMA_VERSION};
 pub use schema::SCHEMA_VERSION;
-pub use search::{civil_date, fuse, indexed_text, match_expression, Ranked, RRF_K};
+pub use search::{civil_date, fuse, indexed_text, Ranked, RRF_K};
 pub use sqlite::{SqliteStore, StoredSummary};
 
 #[cfg(test)]

@@ -279,11 +279,7 @@ fn migrate(client: &mut Client, location: &str) -> Result<(), StoreError> {
 /// A `to_tsquery` expression matching any content word of `text`: the same words as the
 /// SQLite store's query, reduced to letters and digits so nothing is read as syntax.
 fn tsquery(text: &str) -> Option<String> {
-    let terms: Vec<String> = search::query_words(text)
-        .into_iter()
-        .flat_map(|w| w.split(|c: char| !c.is_alphanumeric()).map(str::to_string).collect::<Vec<_>>())
-        .filter(|w| !w.is_empty())
-        .collect();
+    let terms = crate::lexical::query_words(text);
     if terms.is_empty() {
         None
     } else {

@@ -1,10 +1,9 @@
-//! The pieces of hybrid recall that need no database: indexed text, the FTS5 query, vectors as
+//! The pieces of hybrid recall that need no database: indexed text, query words, vectors as
 //! bytes, and reciprocal-rank fusion.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use strata_core::Turn;
-use strata_summarize::text::{is_stopword, words};
 
 /// A fused search result: where the turn sits and how well it ranked.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,7 +21,7 @@ pub struct Ranked {
 /// budget 2000 went 0.824 (60), 0.838 (20), 0.841 (10), 0.843 (5).
 pub const RRF_K: f32 = 10.0;
 
-/// What the full-text index holds for a turn: the speaker's name and the date it was said,
+/// What the lexical index holds for a turn: the speaker's name and the date it was said,
 /// then its content. Questions name people and times ("what did Melanie do in May 2023?")
 /// that the turn's own words rarely repeat; the context still shows the turn as it was said.
 pub fn indexed_text(turn: &Turn) -> String {
@@ -42,23 +41,6 @@ pub fn indexed_text(turn: &Turn) -> String {
 /// "8 May 2023" for a Unix time, in UTC.
 pub fn civil_date(seconds: i64) -> String {
     strata_summarize::Date::of(strata_core::Timestamp(seconds)).to_string()
-}
-
-/// An FTS5 expression matching any content word of `text`, or `None` when it has none. Each
-/// word is quoted, so nothing a user types is read as query syntax; stopwords are dropped
-/// because BM25 over chat turns otherwise ranks by "the" and "you".
-pub fn match_expression(text: &str) -> Option<String> {
-    let terms = query_words(text);
-    if terms.is_empty() {
-        return None;
-    }
-    Some(terms.iter().map(|t| format!("\"{}\"", t.replace('"', "\"\""))).collect::<Vec<_>>().join(" OR "))
-}
-
-/// The distinct content words of a query, sorted: what both stores search for.
-pub(crate) fn query_words(text: &str) -> Vec<String> {
-    let terms: BTreeSet<String> = words(text).filter(|w| !is_stopword(w)).collect();
-    terms.into_iter().collect()
 }
 
 /// Reciprocal-rank fusion of ranked lists of row ids: best first, ties by row id.

@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use rusqlite::{params, Connection, OptionalExtension};
 use strata_core::{Hit, RecallQuery, Store, StoreError, Tier, Timestamp, Turn};
 
+use crate::lexical::{self, LexicalIndex};
 use crate::schema::{self, backend};
 use crate::search::{self, Ranked};
 
@@ -25,8 +26,9 @@ pub struct StoredSummary {
     pub sources: Vec<String>,
 }
 
-/// The cold tier on SQLite: WAL journaling, synchronous commits, FTS5 with the Porter stemmer,
-/// and one embedding per turn.
+/// The cold tier on SQLite: WAL journaling, synchronous commits, one embedding per turn, and
+/// per-conversation indexes in memory (BM25 over stemmed words, int8 vectors) built from the
+/// stored rows.
 ///
 /// One connection per `SqliteStore`, behind a mutex: SQLite serialises writers anyway, and
 /// several stores (threads or processes) may open the same file.
@@ -37,6 +39,8 @@ pub struct SqliteStore {
     /// Each conversation's vectors in memory, filled incrementally from the `vectors` table
     /// (rows are only ever added), so a search scores vectors without reading them from disk.
     vectors: Mutex<HashMap<i64, VectorIndex>>,
+    /// Each conversation's BM25 index, filled incrementally from `turns` the same way.
+    lexical: Mutex<HashMap<i64, LexicalIndex>>,
 }
 
 /// A conversation's vectors, quantised to 8 bits for scoring: a search reads a quarter of the
@@ -74,7 +78,12 @@ impl SqliteStore {
     }
 
     fn with(location: String, conn: Connection) -> SqliteStore {
-        SqliteStore { location, conn: Mutex::new(conn), vectors: Mutex::new(HashMap::new()) }
+        SqliteStore {
+            location,
+            conn: Mutex::new(conn),
+            vectors: Mutex::new(HashMap::new()),
+            lexical: Mutex::new(HashMap::new()),
+        }
     }
 
     pub fn location(&self) -> &str {
@@ -144,11 +153,6 @@ impl SqliteStore {
             )
             .map_err(|e| self.err(e))?;
             let row = tx.last_insert_rowid();
-            tx.execute(
-                "INSERT INTO turns_fts (rowid, conv, text) VALUES (?1, ?2, ?3)",
-                params![row, conv_token(conv), search::indexed_text(turn)],
-            )
-            .map_err(|e| self.err(e))?;
             if let Some(Some(v)) = vectors.get(i) {
                 insert_vector(&tx, conv, row, v).map_err(|e| self.err(e))?;
             }
@@ -363,7 +367,7 @@ impl SqliteStore {
             return Ok(Vec::new());
         };
         let depth = query.k.max(1);
-        let lexical = self.lexical(conn, conv, query, depth)?;
+        let lexical = self.lexical(conn, conversation, conv, query, depth)?;
         let dense = match &query.embedding {
             Some(q) => self.dense(conn, conv, q, query.time_range, depth)?,
             None => Vec::new(),
@@ -372,33 +376,52 @@ impl SqliteStore {
     }
 
     /// Up to `depth` rows by BM25 over the indexed text, best first.
-    fn lexical(&self, conn: &Connection, conv: i64, query: &RecallQuery, depth: usize) -> Result<Vec<i64>, StoreError> {
-        let Some(expr) = search::match_expression(&query.text) else { return Ok(Vec::new()) };
-        let expr = format!("conv : {} AND text : ({expr})", conv_token(conv));
-        // The conversation column weighs nothing in the ranking: it only restricts the match.
-        let Some((from, to)) = query.time_range else {
-            // No join: the conversation's token already scopes the match, and looking every
-            // match up in `turns` would cost more than ranking it.
-            let mut stmt = conn
-                .prepare_cached(
-                    "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ?1
-                     ORDER BY bm25(turns_fts, 0.0, 1.0), rowid LIMIT ?2",
-                )
-                .map_err(|e| self.err(e))?;
-            let rows = stmt.query_map(params![expr, depth as i64], |r| r.get::<_, i64>(0)).map_err(|e| self.err(e))?;
-            return rows.collect::<Result<_, _>>().map_err(|e| self.err(e));
-        };
+    fn lexical(
+        &self,
+        conn: &Connection,
+        conversation: &str,
+        conv: i64,
+        query: &RecallQuery,
+        depth: usize,
+    ) -> Result<Vec<i64>, StoreError> {
+        let terms = lexical::query_terms(&query.text);
+        if terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut all = self.lexical.lock().unwrap_or_else(|p| p.into_inner());
+        let index = all.entry(conv).or_default();
+        self.refresh_lexical(conn, conversation, conv, index)?;
+        Ok(index.search(&terms, depth, |ts| within(ts, query.time_range)))
+    }
+
+    /// Indexes the conversation's turns stored since the index last looked: positions from
+    /// the number it holds on, one range of the `(conversation, seq)` index.
+    fn refresh_lexical(
+        &self,
+        conn: &Connection,
+        conversation: &str,
+        conv: i64,
+        index: &mut LexicalIndex,
+    ) -> Result<(), StoreError> {
         let mut stmt = conn
-            .prepare_cached(
-                "SELECT f.rowid FROM turns_fts f JOIN turns t ON t.id = f.rowid
-                 WHERE turns_fts MATCH ?1 AND t.conversation = ?2 AND t.ts >= ?3 AND t.ts <= ?4
-                 ORDER BY bm25(turns_fts, 0.0, 1.0), f.rowid LIMIT ?5",
-            )
+            .prepare_cached("SELECT id, seq, ts, body FROM turns WHERE conversation = ?1 AND seq >= ?2 ORDER BY seq")
             .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(params![expr, conv, from.seconds(), to.seconds(), depth as i64], |r| r.get::<_, i64>(0))
-            .map_err(|e| self.err(e))?;
-        rows.collect::<Result<_, _>>().map_err(|e| self.err(e))
+        let mut rows = stmt.query(params![conv, index.len() as i64]).map_err(|e| self.err(e))?;
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let id: i64 = row.get(0).map_err(|e| self.err(e))?;
+            let seq: i64 = row.get(1).map_err(|e| self.err(e))?;
+            let ts: Option<i64> = row.get(2).map_err(|e| self.err(e))?;
+            let body: String = row.get(3).map_err(|e| self.err(e))?;
+            if seq != index.len() as i64 {
+                return Err(StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: turn at position {seq} follows {}", index.len()),
+                });
+            }
+            let turn = self.decode(conversation, seq, &body)?;
+            index.add(id, ts, &search::indexed_text(&turn));
+        }
+        Ok(())
     }
 
     /// Up to `depth` rows by cosine similarity to the query vector, best first.
@@ -509,11 +532,6 @@ fn conversation_id(conn: &Connection, name: &str, create: bool) -> rusqlite::Res
     }
     conn.execute("INSERT INTO conversations (name) VALUES (?1)", [name])?;
     Ok(Some(conn.last_insert_rowid()))
-}
-
-/// The token that stands for a conversation in the full-text index.
-fn conv_token(conv: i64) -> String {
-    format!("c{conv}")
 }
 
 fn insert_vector(conn: &Connection, conv: i64, row: i64, v: &[f32]) -> rusqlite::Result<()> {

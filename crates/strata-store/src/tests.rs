@@ -4,7 +4,7 @@ use std::path::Path;
 
 use strata_core::{RecallQuery, Role, Store, StoreError, Tier, Timestamp, Turn};
 
-use crate::{civil_date, fuse, match_expression, SqliteStore, StoredSummary, SCHEMA_VERSION};
+use crate::{civil_date, fuse, SqliteStore, StoredSummary, SCHEMA_VERSION};
 
 fn turn(id: &str, content: &str) -> Turn {
     Turn::new(id, Role::User, content)
@@ -113,6 +113,21 @@ fn dense_and_lexical_ranks_are_fused() {
     // A vector of another model's width is refused, not silently scored.
     q.embedding = Some(vec![1.0; 5]);
     assert!(matches!(store.search("c", &q), Err(StoreError::Invalid { .. })));
+}
+
+#[test]
+fn turns_written_by_another_handle_are_found_by_the_next_search() {
+    // Each handle keeps its own in-memory indexes; another process's appends to the same file
+    // must reach them at the next search, not only after a reopen.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let reader = SqliteStore::open(&path).unwrap();
+    let writer = SqliteStore::open(&path).unwrap();
+    writer.append("c", &turn("t1", "the kayak trip is in June")).unwrap();
+    assert_eq!(ids(&reader.search("c", &query("kayak", 10)).unwrap()), ["t1"]);
+    writer.append("c", &turn("t2", "we booked kayaks for the whole family")).unwrap();
+    writer.append("d", &turn("d1", "kayak kayak kayak")).unwrap();
+    assert_eq!(ids(&reader.search("c", &query("kayak", 10)).unwrap()), ["t1", "t2"]);
 }
 
 #[test]
@@ -284,6 +299,10 @@ fn an_old_schema_is_migrated_and_keeps_its_turns() {
     let c = rusqlite::Connection::open(&path).unwrap();
     let v: i64 = c.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     assert_eq!(v, SCHEMA_VERSION);
+    // Version 4 dropped the full-text table that version 1 made.
+    let fts: i64 =
+        c.query_row("SELECT count(*) FROM sqlite_master WHERE name = 'turns_fts'", [], |r| r.get(0)).unwrap();
+    assert_eq!(fts, 0);
 }
 
 #[test]
@@ -292,15 +311,6 @@ fn fusion_prefers_agreement_and_breaks_ties_by_row() {
     assert_eq!(fused.iter().map(|f| f.0).collect::<Vec<_>>(), [3, 1, 2, 4]);
     let tied = fuse(&[&[7], &[5]]);
     assert_eq!(tied.iter().map(|f| f.0).collect::<Vec<_>>(), [5, 7]);
-}
-
-#[test]
-fn match_expressions_quote_every_term() {
-    assert_eq!(
-        match_expression("What did Ana say about the x-ray?").as_deref(),
-        Some("\"ana\" OR \"say\" OR \"x-ray\"")
-    );
-    assert_eq!(match_expression("the and of"), None);
 }
 
 #[test]
