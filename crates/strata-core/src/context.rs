@@ -17,8 +17,9 @@ pub enum BlockKind {
     Registry,
     /// A turn sent as it was said.
     VerbatimTurn,
-    /// A turn brought back from the cold store for the question at hand.
-    RecalledTurn,
+    /// Turns brought back from the cold store for the question at hand, quoted verbatim (one
+    /// block may hold several, each named in `source_ids`).
+    Recalled,
 }
 
 impl BlockKind {
@@ -28,7 +29,7 @@ impl BlockKind {
             BlockKind::Summary => "summary",
             BlockKind::Registry => "registry",
             BlockKind::VerbatimTurn => "verbatim_turn",
-            BlockKind::RecalledTurn => "recalled_turn",
+            BlockKind::Recalled => "recalled",
         }
     }
 }
@@ -125,7 +126,7 @@ impl Context {
     pub fn verbatim_ids(&self) -> impl Iterator<Item = &str> {
         self.blocks
             .iter()
-            .filter(|b| matches!(b.kind, BlockKind::PinnedSystem | BlockKind::VerbatimTurn | BlockKind::RecalledTurn))
+            .filter(|b| matches!(b.kind, BlockKind::PinnedSystem | BlockKind::VerbatimTurn | BlockKind::Recalled))
             .flat_map(|b| b.source_ids.iter().map(String::as_str))
     }
 

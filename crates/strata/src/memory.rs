@@ -113,6 +113,9 @@ impl std::fmt::Debug for Parts {
     }
 }
 
+/// The first line of the recalled block.
+const RECALLED_HEADING: &str = "[Recalled from earlier in this conversation, verbatim]";
+
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum MemoryError {
@@ -131,7 +134,7 @@ pub struct Memory {
     /// One vector per turn; empty where the embedder gave none.
     vectors: Vec<Vec<f32>>,
     sessions: Vec<u32>,
-    /// Each turn as a recalled block costs: without and with its date heading. Counted once,
+    /// What each turn adds to the recalled block: without and with a date line. Counted once,
     /// at push, so that building a context counts nothing twice.
     recalled_tokens: Vec<[usize; 2]>,
     tiers: Vec<Tier>,
@@ -452,63 +455,135 @@ impl Memory {
         }
     }
 
-    /// Recalled turns in conversation order. The first turn said on each day is headed by the
-    /// date, and every turn by what its relative time expressions meant when it was said
-    /// ("[8 May 2023; yesterday = 7 May 2023]"): read weeks later, "yesterday" no longer says
-    /// when.
-    fn render_recalled(&self, picks: &[Vec<usize>]) -> Vec<Block> {
+    /// The recalled turns as one block, in conversation order, each line a turn as it was said
+    /// after its speaker. One block rather than a message per turn: the lines are quotes from
+    /// earlier, not new turns of the dialogue, and a message's framing (role, name) costs
+    /// about as much as a short chat turn's words. A date line opens each day, a blank line
+    /// marks a gap between turns that were not adjacent, and every turn is preceded by what
+    /// its relative time expressions meant when it was said ("[yesterday = 7 May 2023]"):
+    /// read weeks later, "yesterday" no longer says when.
+    fn render_recalled(&self, picks: &[Vec<usize>]) -> Option<Block> {
         let mut turns: Vec<usize> = picks.iter().flatten().copied().collect();
         turns.sort_unstable();
         turns.dedup();
-        let mut last_day: Option<Date> = None;
-        turns
-            .into_iter()
-            .map(|j| {
-                let day = self.history.turns()[j].timestamp.map(Date::of);
-                let with_date = day.is_some() && day != last_day;
-                last_day = day.or(last_day);
-                self.recalled_block(j, with_date)
-            })
-            .collect()
-    }
-
-    fn recalled_block(&self, i: usize, with_date: bool) -> Block {
-        let mut block = self.annotate(i, with_date);
-        if let Some(cost) = self.recalled_tokens.get(i) {
-            block.tokens = cost[usize::from(with_date)];
+        if turns.is_empty() {
+            return None;
         }
-        block
+        let mut text = String::from(RECALLED_HEADING);
+        let mut last: Option<(usize, Option<Date>)> = None;
+        for &j in &turns {
+            let day = self.history.turns()[j].timestamp.map(Date::of);
+            let last_day = last.and_then(|(_, d)| d);
+            match day {
+                Some(d) if Some(d) != last_day => text.push_str(&format!("\n\n[{d}]")),
+                _ if last.is_some_and(|(i, _)| i + 1 != j) => text.push('\n'),
+                _ => {}
+            }
+            text.push('\n');
+            text.push_str(&self.recalled_line(j));
+            last = Some((j, day.or(last_day)));
+        }
+        let ids = turns.iter().map(|&j| self.history.turns()[j].id.clone()).collect();
+        Some(Block::text(BlockKind::Recalled, Role::System, text, ids, self.history.counter()))
     }
 
-    /// Both costs of turn `i` as a recalled block.
-    fn count_recalled(&self, i: usize) -> [usize; 2] {
-        [false, true].map(|with_date| {
-            let b = self.annotate(i, with_date);
-            self.history.counter().count_message(
-                b.role,
-                b.name.as_deref(),
-                &b.content,
-                b.tool_call_id.as_deref(),
-                &b.tool_calls,
-            )
-        })
-    }
-
-    /// The recalled block's text (its `tokens` are the verbatim turn's).
-    fn annotate(&self, i: usize, with_date: bool) -> Block {
+    /// The recalled block for a ranking: whole units (a tool call with its results), best
+    /// first, within `left` tokens.
+    fn recalled_block(&self, ranked: &[(usize, f32)], shown: &BTreeSet<usize>, left: usize) -> Option<Block> {
         let history = &self.history;
-        let turn = &history.turns()[i];
-        let mut block = Block::from_turn(BlockKind::RecalledTurn, turn, history.tokens(i));
-        let Some(ts) = turn.timestamp else { return block };
-        let mut notes: Vec<String> = Vec::new();
-        if with_date {
-            notes.push(Date::of(ts).to_string());
-        }
-        notes.extend(resolve_relative(&turn.content, ts).into_iter().map(|r| format!("{} = {}", r.phrase, r.means)));
-        if !notes.is_empty() {
-            block.content = format!("[{}] {}", notes.join("; "), block.content);
+        let heading = history.counter().count_message(Role::System, None, RECALLED_HEADING, None, &[]);
+        let mut picks: Vec<Vec<usize>> = Vec::new();
+        let mut taken_units = BTreeSet::new();
+        let mut fill = heading;
+        let mut block = None;
+        // Lines are counted one by one, so the rendered block differs from the sum by a few
+        // tokens (usually fewer: a newline merges with the end of the line before). Two
+        // passes: fill by the estimate, render, drop the lowest-ranked picks until it fits;
+        // then fill again from the exact count.
+        for _ in 0..2 {
+            let mut days: BTreeSet<Date> =
+                picks.iter().flatten().filter_map(|&j| history.turns()[j].timestamp.map(Date::of)).collect();
+            for &(i, _) in ranked {
+                if fill >= left {
+                    break;
+                }
+                if i < history.pinned() || shown.contains(&i) {
+                    continue;
+                }
+                let unit_index = history.unit_index(i);
+                if taken_units.contains(&unit_index) {
+                    continue;
+                }
+                let turns: Vec<usize> =
+                    history.unit_of(i).turns.iter().copied().filter(|j| !shown.contains(j)).collect();
+                let mut cost = 0usize;
+                let mut new_days: BTreeSet<Date> = BTreeSet::new();
+                for &j in &turns {
+                    let [plain, dated] = self.recalled_tokens[j];
+                    match history.turns()[j].timestamp.map(Date::of) {
+                        // The first turn of a day pays for the date line (estimated by this
+                        // turn's; it lands on the day's earliest recalled turn).
+                        Some(d) if !days.contains(&d) && new_days.insert(d) => cost += dated,
+                        _ => cost += plain,
+                    }
+                }
+                if fill + cost > left {
+                    continue;
+                }
+                fill += cost;
+                taken_units.insert(unit_index);
+                days.extend(new_days);
+                picks.push(turns);
+            }
+            loop {
+                block = self.render_recalled(&picks);
+                let total = block.as_ref().map_or(0, |b| b.tokens);
+                if total <= left || picks.pop().is_none() {
+                    break;
+                }
+            }
+            fill = block.as_ref().map_or(heading, |b| b.tokens);
         }
         block
+    }
+
+    /// What turn `i` adds to the recalled block, without and with a date line before it.
+    fn count_recalled(&self, i: usize) -> [usize; 2] {
+        let counter = self.history.counter();
+        let line = self.recalled_line(i);
+        // The newline before a line mostly merges with the end of the line before it (".\n"
+        // is one token), so a line is counted without it.
+        let plain = counter.count(&line);
+        let dated = match self.history.turns()[i].timestamp {
+            Some(ts) => counter.count(&format!("\n[{}]\n{line}", Date::of(ts))),
+            None => plain,
+        };
+        [plain, dated]
+    }
+
+    /// Turn `i` as a line of the recalled block: the speaker (or role), the resolved relative
+    /// dates, the content, and any tool calls it made.
+    fn recalled_line(&self, i: usize) -> String {
+        let turn = &self.history.turns()[i];
+        let mut line = turn.speaker.clone().unwrap_or_else(|| turn.role.as_str().to_string());
+        if let (Role::Tool, Some(id)) = (turn.role, &turn.tool_call_id) {
+            line.push_str(&format!(" ({id})"));
+        }
+        line.push_str(": ");
+        if let Some(ts) = turn.timestamp {
+            let notes: Vec<String> = resolve_relative(&turn.content, ts)
+                .into_iter()
+                .map(|r| format!("{} = {}", r.phrase, r.means))
+                .collect();
+            if !notes.is_empty() {
+                line.push_str(&format!("[{}] ", notes.join("; ")));
+            }
+        }
+        line.push_str(&turn.content);
+        for call in &turn.tool_calls {
+            line.push_str(&format!(" [calls {} ({}) with {}]", call.name, call.id, call.arguments));
+        }
+        line
     }
 
     /// The context for the next model call, within `budget` tokens. With a `question`, part
@@ -585,59 +660,12 @@ impl Memory {
         left = left.saturating_sub(registry_tokens + used + hot_used);
 
         // Recalled turns: whole units, best first, in what is left (the recall share plus
-        // anything the rest did not use); shown in conversation order.
-        let mut recalled: Vec<Block> = Vec::new();
+        // anything the rest did not use); shown in conversation order, in one block.
+        let mut recalled: Option<Block> = None;
         if let Some(q) = question {
             let shown: BTreeSet<usize> = hot.iter().copied().collect();
-            // Units in rank order; a date heads the first recalled turn said that day, so
-            // its cost is charged once per day.
-            let mut picks: Vec<Vec<usize>> = Vec::new();
-            let mut taken_units = BTreeSet::new();
-            let mut days: BTreeSet<Date> = BTreeSet::new();
-            let mut fill = 0usize;
-            for (i, _) in self.rank(q)? {
-                if i < history.pinned() || shown.contains(&i) {
-                    continue;
-                }
-                let unit_index = history.unit_index(i);
-                if taken_units.contains(&unit_index) {
-                    continue;
-                }
-                let turns: Vec<usize> =
-                    history.unit_of(i).turns.iter().copied().filter(|j| !shown.contains(j)).collect();
-                // No block is cheaper than its turn: skip the exact count when that already fails.
-                if fill + turns.iter().map(|&j| history.tokens(j)).sum::<usize>() > left {
-                    continue;
-                }
-                let mut cost = 0usize;
-                let mut new_days: BTreeSet<Date> = BTreeSet::new();
-                for &j in &turns {
-                    let [plain, dated] = self.recalled_tokens[j];
-                    let day = history.turns()[j].timestamp.map(Date::of);
-                    match day {
-                        // The first turn of a day pays for the heading (estimated by this
-                        // turn's; the render below makes it exact).
-                        Some(d) if !days.contains(&d) && new_days.insert(d) => cost += dated,
-                        _ => cost += plain,
-                    }
-                }
-                if fill + cost > left {
-                    continue;
-                }
-                fill += cost;
-                taken_units.insert(unit_index);
-                days.extend(new_days);
-                picks.push(turns);
-            }
-            // The heading lands on the day's earliest recalled turn, whose cost with it may differ
-            // from the estimate by a few tokens; drop the lowest-ranked picks until it fits.
-            loop {
-                recalled = self.render_recalled(&picks);
-                let total: usize = recalled.iter().map(|b| b.tokens).sum();
-                if total <= left || picks.pop().is_none() {
-                    break;
-                }
-            }
+            let ranked = self.rank(q)?;
+            recalled = self.recalled_block(&ranked, &shown, left);
         }
 
         ctx.blocks.extend(summaries);

@@ -207,7 +207,7 @@ fn a_question_recalls_the_turns_that_answer_it() {
     let recalled: Vec<&str> = ctx
         .blocks
         .iter()
-        .filter(|b| b.kind == BlockKind::RecalledTurn)
+        .filter(|b| b.kind == BlockKind::Recalled)
         .flat_map(|b| b.source_ids.iter().map(String::as_str))
         .collect();
     assert!(recalled.contains(&"a0"), "{recalled:?}");
@@ -381,7 +381,59 @@ fn recalled_turns_say_when_they_were_said() {
     }
     assert_eq!(m.tiers()[0], Tier::Cold);
     let ctx = m.context(300, Some("When did I go to the support group?")).unwrap();
-    let block = ctx.blocks.iter().find(|b| b.kind == BlockKind::RecalledTurn).expect("recalled");
-    assert_eq!(block.content, "[8 May 2023; yesterday = 7 May 2023] I went to the LGBTQ support group yesterday.");
+    let block = ctx.blocks.iter().find(|b| b.kind == BlockKind::Recalled).expect("recalled");
+    // One block: a heading, then a date line for each day and one line per turn; the month-old
+    // turn says what its "yesterday" was, the later ones (adjacent, so no blank line between
+    // them) need no note.
+    let expected = "[Recalled from earlier in this conversation, verbatim]\n\n[8 May 2023]\n\
+                    user: [yesterday = 7 May 2023] I went to the LGBTQ support group yesterday.\n\n\
+                    [7 June 2023]\nuser: Anyway, tell me more";
+    assert!(block.content.starts_with(expected), "{}", block.content);
+    assert!(!block.content.contains("\n\nuser"), "{}", block.content);
+    assert_eq!(block.source_ids.len(), block.content.lines().filter(|l| l.starts_with("user: ")).count());
+    assert_eq!(block.role, Role::System);
     assert_eq!(block.tokens, counter().count_message(block.role, None, &block.content, None, &[]));
+}
+
+#[test]
+fn a_recalled_tool_call_comes_with_its_result_and_gaps_show() {
+    let mut m = open(300, None);
+    let at = |i: i64| Some(Timestamp(1_683_504_000 + i * 60));
+    let mut ask = Turn::new("u1", Role::User, "Which kernel does the staging host run?");
+    ask.timestamp = at(0);
+    let mut call = Turn::new("a1", Role::Assistant, "Checking.");
+    call.timestamp = at(1);
+    call.tool_calls =
+        vec![ToolCall { id: "call_7".into(), name: "shell".into(), arguments: "{\"cmd\":\"uname -r\"}".into() }];
+    let mut result = Turn::new("r1", Role::Tool, "6.8.0-41-generic").with_tool_call_id("call_7");
+    result.timestamp = at(2);
+    for t in [ask, call, result] {
+        m.push(t).unwrap();
+    }
+    for i in 0..12 {
+        let mut t = Turn::new(format!("x{i}"), Role::User, "Unrelated chatter about lunch and the weather. ".repeat(4));
+        t.timestamp = at(3 + i);
+        m.push(t).unwrap();
+    }
+    let mut late = Turn::new("u2", Role::User, "The staging host reboots tonight.");
+    late.timestamp = at(20);
+    m.push(late).unwrap();
+    for i in 0..12 {
+        let mut t = Turn::new(format!("y{i}"), Role::User, "More unrelated chatter about lunch plans. ".repeat(4));
+        t.timestamp = at(21 + i);
+        m.push(t).unwrap();
+    }
+    let ctx = m.context(300, Some("what kernel is on the staging host")).unwrap();
+    let block = ctx.blocks.iter().find(|b| b.kind == BlockKind::Recalled).expect("recalled");
+    let lines: Vec<&str> = block.content.lines().collect();
+    // The call and its result are one unit: both lines, in order, the call naming its id.
+    let call = lines.iter().position(|l| l.starts_with("assistant: Checking.")).expect(&block.content);
+    assert_eq!(lines[call], "assistant: Checking. [calls shell (call_7) with {\"cmd\":\"uname -r\"}]");
+    assert_eq!(lines[call + 1], "tool (call_7): 6.8.0-41-generic");
+    // Turns that were not adjacent are separated by a blank line (one more opens the day).
+    let order: Vec<usize> = block.source_ids.iter().map(|id| m.history().index_of(id).unwrap()).collect();
+    let gaps = order.windows(2).filter(|w| w[1] != w[0] + 1).count();
+    assert!(gaps > 0, "{}", block.content);
+    assert_eq!(lines.iter().filter(|l| l.is_empty()).count(), 1 + gaps, "{}", block.content);
+    assert!(block.source_ids.iter().any(|id| id == "r1") && block.source_ids.iter().any(|id| id == "a1"));
 }

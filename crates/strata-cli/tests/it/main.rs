@@ -405,8 +405,8 @@ fn replay_then_recall_and_context_from_the_store() {
     let total: u64 =
         blocks.iter().map(|b| b["tokens"].as_u64().unwrap()).sum::<u64>() + v["overhead"].as_u64().unwrap();
     assert!(total <= 500, "{total}");
-    assert!(blocks.iter().any(|b| b["kind"] == "recalled_turn"));
-    assert!(String::from_utf8_lossy(&ctx.stderr).contains("recalled_turn"));
+    assert!(blocks.iter().any(|b| b["kind"] == "recalled"));
+    assert!(String::from_utf8_lossy(&ctx.stderr).contains("recalled"));
 }
 
 #[test]
