@@ -17,11 +17,12 @@ mod pg;
 mod schema;
 mod search;
 mod sqlite;
+mod vectors;
 
 #[cfg(feature = "postgres")]
 pub use pg::{PgStore, PG_SCHEMA_VERSION};
 pub use schema::SCHEMA_VERSION;
-pub use search::{civil_date, fuse, indexed_text, Ranked, RRF_K};
+pub use search::{civil_date, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K};
 pub use sqlite::{SqliteStore, StoredSummary};
 
 #[cfg(test)]

@@ -9,10 +9,11 @@ use std::sync::Mutex;
 use postgres::{Client, NoTls};
 use strata_core::{Hit, RecallQuery, Store, StoreError, Timestamp, Turn};
 
-use crate::search;
+use crate::search::{self, TurnVectors};
 
 /// Each entry takes the schema from version `i` to `i + 1`; never edit a published one.
-const MIGRATIONS: &[&str] = &["
+const MIGRATIONS: &[&str] = &[
+    "
     CREATE TABLE strata_conversations (id bigserial PRIMARY KEY, name text NOT NULL UNIQUE);
     CREATE TABLE strata_turns (
         id bigserial PRIMARY KEY,
@@ -28,7 +29,12 @@ const MIGRATIONS: &[&str] = &["
     );
     CREATE INDEX strata_turns_tsv ON strata_turns USING gin (tsv);
     CREATE INDEX strata_turns_time ON strata_turns (conversation, ts);
-"];
+",
+    "
+    -- The vectors of a turn's sentences, end to end (as SQLite's `vectors.sentences`).
+    ALTER TABLE strata_turns ADD COLUMN sentences real[];
+",
+];
 
 /// The schema version this build writes.
 pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
@@ -76,8 +82,19 @@ impl PgStore {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Stores a turn and its embedding in one transaction; returns its position.
-    pub fn append_with(&self, conversation: &str, turn: &Turn, vector: Option<&[f32]>) -> Result<u64, StoreError> {
+    /// Stores a turn and its vectors in one transaction; returns its position.
+    pub fn append_with(
+        &self,
+        conversation: &str,
+        turn: &Turn,
+        vectors: Option<TurnVectors<'_>>,
+    ) -> Result<u64, StoreError> {
+        if let Some(problem) = vectors.and_then(|v| v.problem()) {
+            return Err(StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: turn {}: {problem}", turn.id),
+            });
+        }
         let mut client = self.client();
         let mut tx = client.transaction().map_err(|e| self.err(e))?;
         tx.execute("INSERT INTO strata_conversations (name) VALUES ($1) ON CONFLICT DO NOTHING", &[&conversation])
@@ -107,11 +124,12 @@ impl PgStore {
             message: format!("turn {}: {e}", turn.id),
         })?;
         let ts = turn.timestamp.map(Timestamp::seconds);
-        let vector: Option<Vec<f32>> = vector.map(<[f32]>::to_vec);
+        let vector: Option<Vec<f32>> = vectors.map(|v| v.whole.to_vec());
+        let sentences: Option<Vec<f32>> = vectors.filter(|v| !v.sentences.is_empty()).map(|v| v.sentences.concat());
         tx.execute(
-            "INSERT INTO strata_turns (conversation, seq, turn_id, ts, body, tsv, vector)
-             VALUES ($1, $2, $3, $4, $5, to_tsvector('english', $6), $7)",
-            &[&conv, &seq, &turn.id, &ts, &body, &search::indexed_text(turn), &vector],
+            "INSERT INTO strata_turns (conversation, seq, turn_id, ts, body, tsv, vector, sentences)
+             VALUES ($1, $2, $3, $4, $5, to_tsvector('english', $6), $7, $8)",
+            &[&conv, &seq, &turn.id, &ts, &body, &search::indexed_text(turn), &vector, &sentences],
         )
         .map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
@@ -177,7 +195,7 @@ impl PgStore {
         if let Some(q) = &query.embedding {
             let rows = client
                 .query(
-                    "SELECT id, vector FROM strata_turns
+                    "SELECT id, vector, sentences FROM strata_turns
                      WHERE conversation = $1 AND vector IS NOT NULL
                        AND ($2::bigint IS NULL OR ts >= $2) AND ($3::bigint IS NULL OR ts <= $3)",
                     &[&conv, &from, &to],
@@ -197,8 +215,14 @@ impl PgStore {
                         ),
                     });
                 }
-                let (v8, vf) = search::quantize(&v);
-                scored.push((search::dot_i8(&q8, &v8) as f32 * qf * vf, r.get(0)));
+                let cosine = |v: &[f32]| {
+                    let (v8, vf) = search::quantize(v);
+                    search::dot_i8(&q8, &v8) as f32 * qf * vf
+                };
+                let sentences: Option<Vec<f32>> = r.get(2);
+                let best =
+                    sentences.as_deref().unwrap_or_default().chunks_exact(v.len().max(1)).map(cosine).reduce(f32::max);
+                scored.push((search::dense_score(cosine(&v), best), r.get(0)));
             }
             scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
             dense = scored.into_iter().take(depth as usize).map(|(_, id)| id).collect();

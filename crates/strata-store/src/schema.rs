@@ -73,6 +73,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "
     DROP TABLE turns_fts;
     ",
+    // Version 5: the vectors of a turn's sentences, end to end, beside its whole text's.
+    "
+    ALTER TABLE vectors ADD COLUMN sentences BLOB;
+    ",
 ];
 
 /// The schema version this build writes.

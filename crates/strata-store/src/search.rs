@@ -38,9 +38,67 @@ pub fn indexed_text(turn: &Turn) -> String {
     text
 }
 
+/// What is embedded for each sentence of a turn, when it has two or more: the sentence after
+/// its speaker's name. A turn of one sentence has only its whole-text vector.
+pub fn sentence_texts(turn: &Turn) -> Vec<String> {
+    let sentences = strata_summarize::text::split(0, turn);
+    if sentences.len() < 2 {
+        return Vec::new();
+    }
+    sentences
+        .into_iter()
+        .map(|s| match &turn.speaker {
+            Some(who) => format!("{who}: {}", s.text),
+            None => s.text,
+        })
+        .collect()
+}
+
 /// "8 May 2023" for a Unix time, in UTC.
 pub fn civil_date(seconds: i64) -> String {
     strata_summarize::Date::of(strata_core::Timestamp(seconds)).to_string()
+}
+
+/// What a turn is found by meaning with: the vector of its whole text (speaker and date
+/// included, as [`indexed_text`] gives it) and, for a turn of several sentences, one vector per
+/// sentence. A sentence's vector is not diluted by the rest of its turn: "Hey! Long time no
+/// talk. Look how cute they are! I just had a letdown in a video game tourney" is about the
+/// tourney for a question about tournaments only in its last sentence.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct TurnVectors<'a> {
+    pub whole: &'a [f32],
+    pub sentences: &'a [Vec<f32>],
+}
+
+impl<'a> TurnVectors<'a> {
+    /// Only the whole text's vector.
+    pub fn whole(whole: &'a [f32]) -> TurnVectors<'a> {
+        TurnVectors { whole, sentences: &[] }
+    }
+
+    /// What is wrong with these vectors for storing, if anything: an empty vector, or
+    /// sentences of another width than the whole text's.
+    pub(crate) fn problem(&self) -> Option<String> {
+        if self.whole.is_empty() {
+            return Some("an empty vector".to_string());
+        }
+        self.sentences
+            .iter()
+            .find(|s| s.len() != self.whole.len())
+            .map(|s| format!("a sentence vector has {} dimensions, the turn's {}", s.len(), self.whole.len()))
+    }
+}
+
+/// A turn's similarity to a query: the cosine of its whole text, averaged with its best
+/// sentence's when it has sentence vectors. Measured on LoCoMo at budget 2000 (evidence recall,
+/// first / second half of the conversations): whole text alone 0.844 / 0.807; the larger of
+/// the two 0.847 / 0.835; this mean 0.850 / 0.836; weights 0.3 and 0.7 on the sentence did no
+/// better (the README has the whole table).
+pub(crate) fn dense_score(whole: f32, best_sentence: Option<f32>) -> f32 {
+    match best_sentence {
+        Some(s) => 0.5 * (whole + s),
+        None => whole,
+    }
 }
 
 /// Reciprocal-rank fusion of ranked lists of row ids: best first, ties by row id.
@@ -87,6 +145,11 @@ pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 /// Vectors are stored as little-endian f32s, so a file moves between machines unchanged.
 pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Several vectors of one length, end to end.
+pub(crate) fn encode_vectors(vs: &[Vec<f32>]) -> Vec<u8> {
+    vs.iter().flat_map(|v| encode_vector(v)).collect()
 }
 
 pub(crate) fn decode_vector(bytes: &[u8]) -> Vec<f32> {

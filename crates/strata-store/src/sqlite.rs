@@ -9,7 +9,8 @@ use strata_core::{Hit, RecallQuery, Store, StoreError, Tier, Timestamp, Turn};
 
 use crate::lexical::{self, LexicalIndex};
 use crate::schema::{self, backend};
-use crate::search::{self, Ranked};
+use crate::search::{self, Ranked, TurnVectors};
+use crate::vectors::VectorIndex;
 
 /// A summary kept in the store: the text, the span of turns it stands for, and its sources.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,9 +27,9 @@ pub struct StoredSummary {
     pub sources: Vec<String>,
 }
 
-/// The cold tier on SQLite: WAL journaling, synchronous commits, one embedding per turn, and
-/// per-conversation indexes in memory (BM25 over stemmed words, int8 vectors) built from the
-/// stored rows.
+/// The cold tier on SQLite: WAL journaling, synchronous commits, vectors per turn (its whole
+/// text and its sentences), and per-conversation indexes in memory (BM25 over stemmed words,
+/// the vectors in int8 with sign bits) built from the stored rows.
 ///
 /// One connection per `SqliteStore`, behind a mutex: SQLite serialises writers anyway, and
 /// several stores (threads or processes) may open the same file.
@@ -41,27 +42,8 @@ pub struct SqliteStore {
     vectors: Mutex<HashMap<i64, VectorIndex>>,
     /// Each conversation's BM25 index, filled incrementally from `turns` the same way.
     lexical: Mutex<HashMap<i64, LexicalIndex>>,
-}
-
-/// A conversation's vectors, quantised to 8 bits for scoring: a search reads a quarter of the
-/// memory it would in f32 (at 100k turns, 38 MB instead of 154), and scanning is bound by
-/// memory bandwidth, not arithmetic. Rankings shift only among near-ties (the cosine error is
-/// below 0.01); the f32 vectors stay in the store.
-#[derive(Debug, Default)]
-struct VectorIndex {
-    /// Highest `vectors.id` already loaded.
-    watermark: i64,
-    dim: usize,
-    rows: Vec<VectorRow>,
-    data: Vec<i8>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct VectorRow {
-    turn: i64,
-    ts: Option<i64>,
-    /// Quantisation step over the vector's norm: cosine = factor × step(query) × Σ q·v / |q|.
-    factor: f32,
+    /// Conversations with at most this many vectors are scanned exactly (see `vectors.rs`).
+    exact_up_to: std::sync::atomic::AtomicUsize,
 }
 
 impl SqliteStore {
@@ -83,7 +65,16 @@ impl SqliteStore {
             conn: Mutex::new(conn),
             vectors: Mutex::new(HashMap::new()),
             lexical: Mutex::new(HashMap::new()),
+            exact_up_to: std::sync::atomic::AtomicUsize::new(crate::vectors::EXACT_UP_TO),
         }
+    }
+
+    /// Scans conversations with at most `n` vectors (turns and sentences) exactly; longer ones
+    /// get a first pass over sign bits and exact scores for the best candidates only. The
+    /// default, 20,000, keeps conversations of ordinary length exact; `usize::MAX` scans
+    /// everything exactly (what the benchmark compares the first pass against).
+    pub fn set_exact_scan_up_to(&self, n: usize) {
+        self.exact_up_to.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     pub fn location(&self) -> &str {
@@ -100,10 +91,15 @@ impl SqliteStore {
         backend(&self.location, e)
     }
 
-    /// Stores a turn, and its embedding when given, in one transaction; returns its position
+    /// Stores a turn, and its vectors when given, in one transaction; returns its position
     /// in the conversation. When this returns, the turn is on disk.
-    pub fn append_with(&self, conversation: &str, turn: &Turn, vector: Option<&[f32]>) -> Result<u64, StoreError> {
-        self.append_batch(conversation, std::slice::from_ref(turn), &[vector]).map(|seqs| seqs[0])
+    pub fn append_with(
+        &self,
+        conversation: &str,
+        turn: &Turn,
+        vectors: Option<TurnVectors<'_>>,
+    ) -> Result<u64, StoreError> {
+        self.append_batch(conversation, std::slice::from_ref(turn), &[vectors]).map(|seqs| seqs[0])
     }
 
     /// Stores several turns in one transaction (one sync): for bulk loading. `vectors` is
@@ -112,13 +108,16 @@ impl SqliteStore {
         &self,
         conversation: &str,
         turns: &[Turn],
-        vectors: &[Option<&[f32]>],
+        vectors: &[Option<TurnVectors<'_>>],
     ) -> Result<Vec<u64>, StoreError> {
         if !vectors.is_empty() && vectors.len() != turns.len() {
             return Err(StoreError::Invalid {
                 location: self.location.clone(),
                 message: format!("{} turns but {} vectors", turns.len(), vectors.len()),
             });
+        }
+        for (turn, v) in turns.iter().zip(vectors) {
+            self.check_vectors(conversation, &turn.id, v.as_ref())?;
         }
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
@@ -154,7 +153,7 @@ impl SqliteStore {
             .map_err(|e| self.err(e))?;
             let row = tx.last_insert_rowid();
             if let Some(Some(v)) = vectors.get(i) {
-                insert_vector(&tx, conv, row, v).map_err(|e| self.err(e))?;
+                self.insert_vectors(&tx, conv, row, v)?;
             }
             seqs.push(seq as u64);
         }
@@ -162,9 +161,10 @@ impl SqliteStore {
         Ok(seqs)
     }
 
-    /// Adds (or replaces) the embedding of a stored turn, for turns stored before their vector
-    /// was computed.
-    pub fn set_vector(&self, conversation: &str, turn_id: &str, vector: &[f32]) -> Result<(), StoreError> {
+    /// Adds (or replaces) the vectors of a stored turn, for turns stored before they were
+    /// computed.
+    pub fn set_vectors(&self, conversation: &str, turn_id: &str, vectors: TurnVectors<'_>) -> Result<(), StoreError> {
+        self.check_vectors(conversation, turn_id, Some(&vectors))?;
         let conn = self.conn();
         let row: Option<(i64, i64)> = conn
             .query_row(
@@ -185,7 +185,29 @@ impl SqliteStore {
         // A replaced vector gets a new id above every watermark; drop the cached index so the
         // old copy is not scored twice.
         self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        insert_vector(&conn, conv, row, vector).map_err(|e| self.err(e))
+        self.insert_vectors(&conn, conv, row, &vectors)
+    }
+
+    fn check_vectors(&self, conversation: &str, turn_id: &str, v: Option<&TurnVectors<'_>>) -> Result<(), StoreError> {
+        match v.and_then(TurnVectors::problem) {
+            Some(problem) => Err(StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: turn {turn_id}: {problem}"),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// One `vectors` row: the whole text's vector and the sentences' end to end, all of one
+    /// length (checked by the caller).
+    fn insert_vectors(&self, conn: &Connection, conv: i64, row: i64, v: &TurnVectors<'_>) -> Result<(), StoreError> {
+        let sentences = (!v.sentences.is_empty()).then(|| search::encode_vectors(v.sentences));
+        conn.execute(
+            "INSERT INTO vectors (conversation, turn, data, sentences) VALUES (?1, ?2, ?3, ?4)",
+            params![conv, row, search::encode_vector(v.whole), sentences],
+        )
+        .map_err(|e| self.err(e))?;
+        Ok(())
     }
 
     /// Names of the stored conversations, sorted.
@@ -436,35 +458,21 @@ impl SqliteStore {
         let mut all = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
         let index = all.entry(conv).or_default();
         self.refresh(conn, conv, index)?;
-        if index.rows.is_empty() {
+        if index.is_empty() {
             return Ok(Vec::new());
         }
-        if index.dim != q.len() {
+        if index.dim() != q.len() {
             return Err(StoreError::Invalid {
                 location: self.location.clone(),
                 message: format!(
                     "query vector has {} dimensions but the stored vectors have {}: embedded by another model",
                     q.len(),
-                    index.dim
+                    index.dim()
                 ),
             });
         }
-        let (q8, q_factor) = search::quantize(q);
-        let mut scored: Vec<(f32, i64)> = index
-            .rows
-            .iter()
-            .zip(index.data.chunks_exact(index.dim))
-            .filter(|(row, _)| within(row.ts, range))
-            .map(|(row, v)| (search::dot_i8(&q8, v) as f32 * q_factor * row.factor, row.turn))
-            .collect();
-        let keep = depth.min(scored.len());
-        let by_score = |a: &(f32, i64), b: &(f32, i64)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        if keep < scored.len() {
-            scored.select_nth_unstable_by(keep, by_score);
-            scored.truncate(keep);
-        }
-        scored.sort_by(by_score);
-        Ok(scored.into_iter().map(|(_, row)| row).collect())
+        let exact_up_to = self.exact_up_to.load(std::sync::atomic::Ordering::Relaxed);
+        Ok(index.search(q, depth, |ts| within(ts, range), exact_up_to))
     }
 
     fn refresh(&self, conn: &Connection, conv: i64, index: &mut VectorIndex) -> Result<(), StoreError> {
@@ -472,7 +480,7 @@ impl SqliteStore {
             .prepare_cached(
                 // CROSS JOIN fixes the loop order: the conversation's new vectors first (one
                 // range of `vectors_new`, usually empty), not every turn of the conversation.
-                "SELECT v.id, v.turn, t.ts, v.data FROM vectors v CROSS JOIN turns t ON t.id = v.turn
+                "SELECT v.id, v.turn, t.ts, v.data, v.sentences FROM vectors v CROSS JOIN turns t ON t.id = v.turn
                  WHERE v.conversation = ?1 AND v.id > ?2 ORDER BY v.id",
             )
             .map_err(|e| self.err(e))?;
@@ -481,20 +489,15 @@ impl SqliteStore {
             let id: i64 = row.get(0).map_err(|e| self.err(e))?;
             let turn: i64 = row.get(1).map_err(|e| self.err(e))?;
             let ts: Option<i64> = row.get(2).map_err(|e| self.err(e))?;
-            let blob = row.get_ref(3).map_err(|e| self.err(e))?.as_blob().map_err(|e| self.err(e.into()))?;
-            let v = search::decode_vector(blob);
-            if index.dim == 0 {
-                index.dim = v.len();
-            }
-            if v.len() != index.dim {
-                return Err(StoreError::Corrupt {
-                    location: self.location.clone(),
-                    message: format!("vector of stored row {turn} has {} dimensions, others {}", v.len(), index.dim),
-                });
-            }
-            let (v8, factor) = search::quantize(&v);
-            index.rows.push(VectorRow { turn, ts, factor });
-            index.data.extend_from_slice(&v8);
+            let whole = row.get_ref(3).map_err(|e| self.err(e))?.as_blob().map_err(|e| self.err(e.into()))?;
+            let sentences =
+                row.get_ref(4).map_err(|e| self.err(e))?.as_blob_or_null().map_err(|e| self.err(e.into()))?;
+            let (whole, sentences) =
+                (search::decode_vector(whole), search::decode_vector(sentences.unwrap_or_default()));
+            index.add(turn, ts, &whole, &sentences).map_err(|message| StoreError::Corrupt {
+                location: self.location.clone(),
+                message: format!("stored row {turn}: {message}"),
+            })?;
             index.watermark = id;
         }
         Ok(())
@@ -532,14 +535,6 @@ fn conversation_id(conn: &Connection, name: &str, create: bool) -> rusqlite::Res
     }
     conn.execute("INSERT INTO conversations (name) VALUES (?1)", [name])?;
     Ok(Some(conn.last_insert_rowid()))
-}
-
-fn insert_vector(conn: &Connection, conv: i64, row: i64, v: &[f32]) -> rusqlite::Result<()> {
-    conn.execute(
-        "INSERT INTO vectors (conversation, turn, data) VALUES (?1, ?2, ?3)",
-        params![conv, row, search::encode_vector(v)],
-    )?;
-    Ok(())
 }
 
 fn within(ts: Option<i64>, range: Option<(Timestamp, Timestamp)>) -> bool {

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use strata_core::{RecallQuery, Role, Store, StoreError, Tier, Timestamp, Turn};
 
-use crate::{civil_date, fuse, SqliteStore, StoredSummary, SCHEMA_VERSION};
+use crate::{civil_date, fuse, SqliteStore, StoredSummary, TurnVectors, SCHEMA_VERSION};
 
 fn turn(id: &str, content: &str) -> Turn {
     Turn::new(id, Role::User, content)
@@ -94,10 +94,10 @@ fn dense_and_lexical_ranks_are_fused() {
     let store = SqliteStore::in_memory().unwrap();
     let v = |x: f32, y: f32| vec![x, y, 0.0];
     // t1 matches the words only, t2 the meaning only, t3 both.
-    store.append_with("c", &turn("t1", "zebra crossing"), Some(&v(0.0, 1.0))).unwrap();
-    store.append_with("c", &turn("t2", "pedestrian stripes"), Some(&v(1.0, 0.0))).unwrap();
-    store.append_with("c", &turn("t3", "zebra stripes on the road"), Some(&v(0.9, 0.1))).unwrap();
-    store.append_with("c", &turn("t4", "unrelated"), Some(&v(-1.0, 0.0))).unwrap();
+    store.append_with("c", &turn("t1", "zebra crossing"), Some(TurnVectors::whole(&v(0.0, 1.0)))).unwrap();
+    store.append_with("c", &turn("t2", "pedestrian stripes"), Some(TurnVectors::whole(&v(1.0, 0.0)))).unwrap();
+    store.append_with("c", &turn("t3", "zebra stripes on the road"), Some(TurnVectors::whole(&v(0.9, 0.1)))).unwrap();
+    store.append_with("c", &turn("t4", "unrelated"), Some(TurnVectors::whole(&v(-1.0, 0.0)))).unwrap();
     // Each list contributes its top two: words [t1, t3], meaning [t2, t3]. Agreement wins; the
     // two single-list winners tie and fall back to storage order.
     let mut q = query("zebra", 2);
@@ -113,6 +113,39 @@ fn dense_and_lexical_ranks_are_fused() {
     // A vector of another model's width is refused, not silently scored.
     q.embedding = Some(vec![1.0; 5]);
     assert!(matches!(store.search("c", &q), Err(StoreError::Invalid { .. })));
+}
+
+#[test]
+fn a_turn_is_found_by_its_best_sentence_too() {
+    let store = SqliteStore::in_memory().unwrap();
+    let v = |x: f32, y: f32| vec![x, y, 0.0];
+    let (a, b, c) = (v(0.6, 0.8), v(0.5, 0.866), v(1.0, 0.0));
+    let sentences = [v(1.0, 0.0), v(0.0, 1.0)];
+    store.append_with("c", &turn("t1", "one"), Some(TurnVectors::whole(&a))).unwrap();
+    // Its whole text is further from the query than t1's, but one of its sentences is on it:
+    // the mean of the two (0.75) beats t1's 0.6.
+    store.append_with("c", &turn("t2", "two"), Some(TurnVectors { whole: &b, sentences: &sentences })).unwrap();
+    store.append_with("c", &turn("t3", "three"), Some(TurnVectors::whole(&c))).unwrap();
+    let q = RecallQuery { text: String::new(), k: 3, embedding: Some(v(1.0, 0.0)), time_range: None };
+    assert_eq!(ids(&store.search("c", &q).unwrap()), ["t3", "t2", "t1"]);
+    // Sentence vectors of another width are refused, and the turn is not stored.
+    let wrong = [vec![1.0, 0.0]];
+    let refused = store.append_with("c", &turn("t4", "four"), Some(TurnVectors { whole: &c, sentences: &wrong }));
+    assert!(matches!(refused, Err(StoreError::Invalid { .. })), "{refused:?}");
+    assert!(matches!(
+        store.append_with("c", &turn("t5", "five"), Some(TurnVectors::whole(&[]))),
+        Err(StoreError::Invalid { .. })
+    ));
+    assert_eq!(store.len("c").unwrap(), 3);
+    // They survive a reopen: the index is rebuilt from the stored rows.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.db");
+    {
+        let disk = SqliteStore::open(&path).unwrap();
+        disk.append_with("c", &turn("t1", "one"), Some(TurnVectors::whole(&a))).unwrap();
+        disk.append_with("c", &turn("t2", "two"), Some(TurnVectors { whole: &b, sentences: &sentences })).unwrap();
+    }
+    assert_eq!(ids(&SqliteStore::open(&path).unwrap().search("c", &q).unwrap()), ["t2", "t1"]);
 }
 
 #[test]
@@ -138,14 +171,14 @@ fn vectors_added_later_are_seen_by_the_next_search() {
     let mut q = query("", 1);
     q.embedding = Some(vec![0.0, 1.0]);
     assert!(store.search("c", &q).unwrap().is_empty());
-    store.set_vector("c", "t1", &[1.0, 0.0]).unwrap();
-    store.set_vector("c", "t2", &[0.0, 1.0]).unwrap();
+    store.set_vectors("c", "t1", TurnVectors::whole(&[1.0, 0.0])).unwrap();
+    store.set_vectors("c", "t2", TurnVectors::whole(&[0.0, 1.0])).unwrap();
     assert_eq!(ids(&store.search("c", &q).unwrap()), ["t2"]);
     // Replacing a vector replaces it in the next search too.
-    store.set_vector("c", "t1", &[0.0, 1.0]).unwrap();
-    store.set_vector("c", "t2", &[1.0, 0.0]).unwrap();
+    store.set_vectors("c", "t1", TurnVectors::whole(&[0.0, 1.0])).unwrap();
+    store.set_vectors("c", "t2", TurnVectors::whole(&[1.0, 0.0])).unwrap();
     assert_eq!(ids(&store.search("c", &q).unwrap()), ["t1"]);
-    assert!(matches!(store.set_vector("c", "nope", &[1.0, 0.0]), Err(StoreError::Invalid { .. })));
+    assert!(matches!(store.set_vectors("c", "nope", TurnVectors::whole(&[1.0, 0.0])), Err(StoreError::Invalid { .. })));
 }
 
 #[test]
@@ -154,9 +187,9 @@ fn time_range_filters_both_rankings() {
     for (i, ts) in [100, 200, 300].into_iter().enumerate() {
         let mut t = turn(&format!("t{i}"), "budget meeting notes");
         t.timestamp = Some(Timestamp(ts));
-        store.append_with("c", &t, Some(&[1.0, 0.0])).unwrap();
+        store.append_with("c", &t, Some(TurnVectors::whole(&[1.0, 0.0]))).unwrap();
     }
-    store.append_with("c", &turn("untimed", "budget meeting notes"), Some(&[1.0, 0.0])).unwrap();
+    store.append_with("c", &turn("untimed", "budget meeting notes"), Some(TurnVectors::whole(&[1.0, 0.0]))).unwrap();
     let mut q = query("budget", 10);
     q.embedding = Some(vec![1.0, 0.0]);
     q.time_range = Some((Timestamp(150), Timestamp(300)));

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use strata_core::{RecallQuery, Role, Store, Turn};
-use strata_store::SqliteStore;
+use strata_store::{SqliteStore, TurnVectors};
 
 const CONVERSATION: &str = "crash";
 
@@ -122,7 +122,7 @@ fn concurrent_writers_never_see_each_others_turns() {
                         Turn::new(format!("{conv}-t{i}"), Role::User, format!("shared words about the budget {i}"));
                     t.speaker = Some(format!("writer{w}"));
                     let v = [1.0, w as f32, i as f32 / 100.0];
-                    store.append_with(&conv, &t, Some(&v)).unwrap();
+                    store.append_with(&conv, &t, Some(TurnVectors::whole(&v))).unwrap();
                     if i % 10 == 9 {
                         let q = RecallQuery {
                             text: "shared budget writer0 writer1 writer2 writer3".into(),

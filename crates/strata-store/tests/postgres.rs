@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use strata_core::{RecallQuery, Role, Store, StoreError, Timestamp, Turn};
-use strata_store::{PgStore, PG_SCHEMA_VERSION};
+use strata_store::{PgStore, TurnVectors, PG_SCHEMA_VERSION};
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -60,7 +60,7 @@ fn hybrid_search_is_scoped_ranked_and_filtered_by_time() {
     let add = |conv: &str, id: &str, text: &str, vec: Vec<f32>, ts: i64| {
         let mut t = turn(id, text);
         t.timestamp = Some(Timestamp(ts));
-        store.append_with(conv, &t, Some(&vec)).unwrap();
+        store.append_with(conv, &t, Some(TurnVectors::whole(&vec))).unwrap();
     };
     add("c", "t1", "the zebra crossing near the station", v(0.0, 1.0), 100);
     add("c", "t2", "pedestrian stripes", v(1.0, 0.0), 200);
@@ -75,6 +75,13 @@ fn hybrid_search_is_scoped_ranked_and_filtered_by_time() {
     q.embedding = Some(vec![1.0; 5]);
     q.time_range = None;
     assert!(matches!(store.search("c", &q), Err(StoreError::Invalid { .. })));
+    // A turn is also found by its best sentence: its whole text at cosine 0.5 to the query and
+    // one sentence on it score 0.75, between t3 (0.99) and t1 (0).
+    let mut t = turn("t4", "qqq");
+    t.timestamp = Some(Timestamp(400));
+    store.append_with("c", &t, Some(TurnVectors { whole: &v(0.5, 0.866), sentences: &[v(1.0, 0.0)] })).unwrap();
+    let dense = RecallQuery { text: String::new(), k: 4, embedding: Some(v(1.0, 0.0)), time_range: None };
+    assert_eq!(ids(&store.search("c", &dense).unwrap()), ["t2", "t3", "t4", "t1"]);
     // Query syntax is only ever text.
     let odd = RecallQuery { text: "a & b | !c ' :* ()".into(), k: 5, embedding: None, time_range: None };
     assert!(store.search("c", &odd).is_ok());
@@ -92,7 +99,7 @@ fn concurrent_servers_migrate_once_and_never_see_each_others_turns() {
                 let conv = format!("conv{w}");
                 for i in 0..50 {
                     let t = turn(&format!("{conv}-t{i}"), &format!("shared words about the budget {i}"));
-                    store.append_with(&conv, &t, Some(&[1.0, w as f32, 0.5])).unwrap();
+                    store.append_with(&conv, &t, Some(TurnVectors::whole(&[1.0, w as f32, 0.5]))).unwrap();
                     if i % 10 == 9 {
                         let q = RecallQuery {
                             text: "shared budget".into(),

@@ -11,7 +11,7 @@ use strata_core::{
     Summary, Tier, Timestamp, TokenCounter, Turn,
 };
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
-use strata_store::SqliteStore;
+use strata_store::{SqliteStore, TurnVectors};
 use strata_strategies::select::{finish, newest_fitting, pin_system};
 use strata_summarize::{resolve_relative, Date, ExtractiveConfig, Registry, SummaryConfig};
 use strata_topic::TopicConfig;
@@ -261,19 +261,9 @@ impl Memory {
     pub fn push(&mut self, turn: Turn) -> Result<(), MemoryError> {
         // Validate against the history first, so a bad turn is refused before it is stored.
         self.history.push(turn.clone())?;
-        // The vector is of the text the full-text index holds: speaker and date included, so
-        // a question that names a person or a time finds the turns by meaning as well.
-        let vector = match &self.parts.embedder {
-            Some(e) => match e.embed(&[strata_store::indexed_text(&turn).as_str()]) {
-                Ok(mut v) => v.pop(),
-                Err(err) => {
-                    self.notes.push(format!("turn {}: not embedded ({err}); it is found by its words only", turn.id));
-                    None
-                }
-            },
-            None => None,
-        };
-        if let Err(e) = self.store.append_with(&self.config.conversation, &turn, vector.as_deref()) {
+        let (vector, sentences) = self.embed_turn(&turn);
+        let vectors = vector.as_deref().map(|whole| TurnVectors { whole, sentences: &sentences });
+        if let Err(e) = self.store.append_with(&self.config.conversation, &turn, vectors) {
             self.history.truncate(self.history.len() - 1);
             return Err(e.into());
         }
@@ -303,6 +293,36 @@ impl Memory {
     pub fn settle(&mut self) {
         self.worker.settle();
         self.shown = self.worker.finished();
+    }
+
+    /// A turn's vectors: of the text the lexical index holds (speaker and date included, so a
+    /// question that names a person or a time finds the turns by meaning as well), and, for a
+    /// turn of two or more sentences, of each sentence after its speaker, in the same model
+    /// call. A failed call leaves the turn to be found by its words.
+    fn embed_turn(&mut self, turn: &Turn) -> (Option<Vec<f32>>, Vec<Vec<f32>>) {
+        let Some(e) = &self.parts.embedder else { return (None, Vec::new()) };
+        let mut texts = vec![strata_store::indexed_text(turn)];
+        texts.extend(strata_store::sentence_texts(turn));
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        match e.embed(&refs) {
+            Ok(mut vs) if vs.len() == texts.len() && vs.iter().all(|v| !v.is_empty()) => {
+                let sentences = vs.split_off(1);
+                (vs.pop(), sentences)
+            }
+            Ok(vs) => {
+                self.notes.push(format!(
+                    "turn {}: the embedder gave {} usable vectors for {} texts; it is found by its words only",
+                    turn.id,
+                    vs.iter().filter(|v| !v.is_empty()).count(),
+                    texts.len()
+                ));
+                (None, Vec::new())
+            }
+            Err(err) => {
+                self.notes.push(format!("turn {}: not embedded ({err}); it is found by its words only", turn.id));
+                (None, Vec::new())
+            }
+        }
     }
 
     /// Searches the whole conversation (the cold store) for `query`: the best `k` turns.
