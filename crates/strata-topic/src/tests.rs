@@ -104,3 +104,16 @@ fn tiny_conversations_have_no_boundaries() {
     assert!(detect(&turns(&["only one"]), &BagOfWords, &TopicConfig::default()).unwrap().is_empty());
     assert!(detect(&[], &BagOfWords, &TopicConfig::default()).unwrap().is_empty());
 }
+
+#[test]
+fn gap_similarity_averages_the_window_sizes() {
+    let v = |x: f32, y: f32| vec![x, y];
+    let vectors = [v(1.0, 0.0), v(0.0, 1.0), v(1.0, 0.0), v(1.0, 0.0)];
+    // The gap before turn 2: one turn a side is [0, 1] against [1, 0] (cosine 0); two a side
+    // is [1, 1] against [2, 0] (cosine 1/√2). Window 2 reports their mean.
+    let one = gap_similarities(&vectors, 1);
+    let two = gap_similarities(&vectors, 2);
+    assert!((one[1] - 0.0).abs() < 1e-6, "{one:?}");
+    assert!((two[1] - 0.5 * std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6, "{two:?}");
+    assert_eq!(two.len(), 3);
+}
