@@ -152,12 +152,7 @@ impl LexicalIndex {
             .filter(|&doc| keep(self.times[doc as usize]))
             .map(|doc| (scores[doc as usize], doc))
             .collect();
-        let by_score = |a: &(f32, u32), b: &(f32, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
-        if depth < ranked.len() {
-            ranked.select_nth_unstable_by(depth, by_score);
-            ranked.truncate(depth);
-        }
-        ranked.sort_by(by_score);
+        crate::search::top(&mut ranked, depth, |&(_, doc)| i64::from(doc));
         ranked.into_iter().map(|(_, doc)| self.rows[doc as usize]).collect()
     }
 }

@@ -1,5 +1,5 @@
-//! The pieces of hybrid recall that need no database: indexed text, query words, vectors as
-//! bytes, and reciprocal-rank fusion.
+//! The pieces of hybrid recall that need no database: indexed and sentence texts, a turn's
+//! vectors and their score, the best-k cut, vectors as bytes, and reciprocal-rank fusion.
 
 use std::collections::HashMap;
 
@@ -99,6 +99,16 @@ pub(crate) fn dense_score(whole: f32, best_sentence: Option<f32>) -> f32 {
         Some(s) => 0.5 * (whole + s),
         None => whole,
     }
+}
+
+/// Keeps the best `n` of `scored`, sorted best first, ties by `id`.
+pub(crate) fn top<T>(scored: &mut Vec<(f32, T)>, n: usize, id: impl Fn(&(f32, T)) -> i64) {
+    let order = |a: &(f32, T), b: &(f32, T)| b.0.total_cmp(&a.0).then(id(a).cmp(&id(b)));
+    if n < scored.len() {
+        scored.select_nth_unstable_by(n, order);
+        scored.truncate(n);
+    }
+    scored.sort_by(order);
 }
 
 /// Reciprocal-rank fusion of ranked lists of row ids: best first, ties by row id.

@@ -85,6 +85,15 @@ impl VectorIndex {
         Ok(())
     }
 
+    /// Row `i`'s [`search::dense_score`] from a cosine of its whole-text vector (by row) and
+    /// one of a sentence vector (by sentence index): exact or from sign bits.
+    fn score_row(&self, i: usize, whole: impl Fn(usize) -> f32, sentence: impl Fn(usize) -> f32) -> f32 {
+        let row = &self.rows[i];
+        let first = row.first_sentence as usize;
+        let best = (first..first + row.sentence_count as usize).map(sentence).reduce(f32::max);
+        search::dense_score(whole(i), best)
+    }
+
     /// Up to `depth` row ids by [`search::dense_score`], best first, ties by id; only rows whose
     /// time `keep` accepts. Every row is scored exactly when the index holds at most
     /// `exact_up_to` vectors; otherwise only the sign-bit pass's best candidates are. `q` must
@@ -101,17 +110,16 @@ impl VectorIndex {
         }
         let (q8, q_factor) = search::quantize(q);
         let dim = self.dim;
-        let exact = |row: &Row, index: usize| {
-            let v = &self.data[index * dim..(index + 1) * dim];
-            let whole = search::dot_i8(&q8, v) as f32 * q_factor * row.factor;
-            let (first, count) = (row.first_sentence as usize, row.sentence_count as usize);
-            let best = (first..first + count)
-                .map(|s| {
-                    let v = &self.sentences[s * dim..(s + 1) * dim];
-                    search::dot_i8(&q8, v) as f32 * q_factor * self.sentence_factors[s]
-                })
-                .reduce(f32::max);
-            search::dense_score(whole, best)
+        let exact = |i: usize| {
+            self.score_row(
+                i,
+                |i| search::dot_i8(&q8, &self.data[i * dim..(i + 1) * dim]) as f32 * q_factor * self.rows[i].factor,
+                |s| {
+                    search::dot_i8(&q8, &self.sentences[s * dim..(s + 1) * dim]) as f32
+                        * q_factor
+                        * self.sentence_factors[s]
+                },
+            )
         };
         let candidates: Vec<usize> = if self.rows.len() + self.sentence_factors.len() <= exact_up_to {
             (0..self.rows.len()).filter(|&i| keep(self.rows[i].time)).collect()
@@ -127,32 +135,21 @@ impl VectorIndex {
             let mut rough: Vec<(f32, usize)> = (0..self.rows.len())
                 .filter(|&i| keep(self.rows[i].time))
                 .map(|i| {
-                    let row = &self.rows[i];
-                    let whole = cosine(&self.bits[i * words..(i + 1) * words]);
-                    let (first, count) = (row.first_sentence as usize, row.sentence_count as usize);
-                    let best = (first..first + count)
-                        .map(|s| cosine(&self.sentence_bits[s * words..(s + 1) * words]))
-                        .reduce(f32::max);
-                    (search::dense_score(whole, best), i)
+                    let score = self.score_row(
+                        i,
+                        |i| cosine(&self.bits[i * words..(i + 1) * words]),
+                        |s| cosine(&self.sentence_bits[s * words..(s + 1) * words]),
+                    );
+                    (score, i)
                 })
                 .collect();
-            top(&mut rough, depth.saturating_mul(OVERSAMPLE), |&(_, i)| self.rows[i].id);
+            search::top(&mut rough, depth.saturating_mul(OVERSAMPLE), |&(_, i)| self.rows[i].id);
             rough.into_iter().map(|(_, i)| i).collect()
         };
-        let mut scored: Vec<(f32, usize)> = candidates.into_iter().map(|i| (exact(&self.rows[i], i), i)).collect();
-        top(&mut scored, depth, |&(_, i)| self.rows[i].id);
+        let mut scored: Vec<(f32, usize)> = candidates.into_iter().map(|i| (exact(i), i)).collect();
+        search::top(&mut scored, depth, |&(_, i)| self.rows[i].id);
         scored.into_iter().map(|(_, i)| self.rows[i].id).collect()
     }
-}
-
-/// Keeps the best `n` of `scored`, sorted best first, ties by `id`.
-fn top<T>(scored: &mut Vec<(f32, T)>, n: usize, id: impl Fn(&(f32, T)) -> i64) {
-    let order = |a: &(f32, T), b: &(f32, T)| b.0.total_cmp(&a.0).then(id(a).cmp(&id(b)));
-    if n < scored.len() {
-        scored.select_nth_unstable_by(n, order);
-        scored.truncate(n);
-    }
-    scored.sort_by(order);
 }
 
 /// The signs of a vector's components, 64 to a word.
