@@ -7,91 +7,137 @@
 //! here). Here every weight matrix is dequantized once at load and requantized to 8 bits per
 //! output channel, so a prompt runs through the same VNNI kernel as the embedder, and one
 //! token's step reads 8-bit weights (the output projection too, applied to the last position
-//! only). The arithmetic of the rest follows
-//! candle-transformers (RMSNorm, rotary embeddings: interleaved for llama, NeoX for qwen2;
-//! grouped-query attention; SwiGLU).
+//! only). The arithmetic of the rest follows candle-transformers (RMSNorm, rotary embeddings:
+//! interleaved for llama, NeoX for qwen2; grouped-query attention; SwiGLU).
+//!
+//! There are two paths through the same weights and cache. A prompt goes through candle
+//! tensors ([`Decoder::forward`] with several ids), where each op works on a whole chunk of
+//! tokens. One generated token ([`Decoder::step`]) goes through plain loops over slices:
+//! with a single row, candle's per-op cost (a new tensor, a thread-pool hand-off) was most of
+//! a step for the small models, so the step fuses what it can (query, key and value in one
+//! product, gate and up in another) and spends its time reading weights and the cache.
 
 use candle_core::quantized::gguf_file;
-use candle_core::{DType, Device, IndexOp, Tensor};
+use candle_core::{Device, Tensor};
+use rayon::prelude::*;
 
 use crate::int8::Int8Matrix;
 
-struct Linear {
-    weight: Int8Matrix,
-    bias: Option<Tensor>,
-}
-
-impl Linear {
-    fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let y = x.apply_op1_no_bwd(&self.weight)?;
-        match &self.bias {
-            Some(b) => y.broadcast_add(b),
-            None => Ok(y),
-        }
-    }
+/// The shape of a decoder: what the GGUF metadata says.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub(crate) hidden: usize,
+    pub(crate) ff: usize,
+    pub(crate) vocab: usize,
+    pub(crate) blocks: usize,
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) eps: f32,
+    pub(crate) freq_base: f32,
+    /// Rotary embeddings on halves (qwen2) rather than on interleaved pairs (llama).
+    pub(crate) neox: bool,
+    /// Biases on the query, key and value projections (qwen2).
+    pub(crate) qkv_bias: bool,
+    pub(crate) context_length: usize,
 }
 
 struct Layer {
-    attn_norm: Tensor,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    o: Linear,
-    ffn_norm: Tensor,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-    cache: Option<Kv>,
+    attn_norm: Vec<f32>,
+    /// Query, key and value projections stacked (outputs in that order): one pass over the
+    /// input for all three. Weights are quantized per output channel, so stacking changes no
+    /// number.
+    qkv: Int8Matrix,
+    qkv_bias: Option<Vec<f32>>,
+    o: Int8Matrix,
+    ffn_norm: Vec<f32>,
+    /// Gate and up projections stacked.
+    gate_up: Int8Matrix,
+    down: Int8Matrix,
+    cache: Kv,
 }
 
-/// A layer's keys and values, in buffers with room to grow: a step writes its row in place
-/// instead of copying the whole cache into a new tensor.
+/// A layer's keys and values, one block per key-value head (`[head][position][d]`) with room
+/// to grow: a step appends its row in place, and attention reads each head's rows in order.
+#[derive(Default)]
 struct Kv {
-    k: Tensor,
-    v: Tensor,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    heads: usize,
+    d: usize,
+    cap: usize,
     len: usize,
 }
 
 impl Kv {
-    /// Appends `k` and `v` (`(1, kv_heads, t, d)`) and returns views of everything so far.
-    fn append(cache: &mut Option<Kv>, k: &Tensor, v: &Tensor) -> candle_core::Result<(Tensor, Tensor)> {
-        let (_, heads, t, d) = k.dims4()?;
-        let len = cache.as_ref().map_or(0, |c| c.len);
-        let cap = cache.as_ref().map_or(0, |c| c.k.dim(2).unwrap_or(0));
-        if len + t > cap {
-            // Double, so that growing costs O(1) per token over a generation.
-            let new_cap = (2 * cap).max(len + t).max(256);
-            let grow = |old: Option<&Tensor>| -> candle_core::Result<Tensor> {
-                let buf = Tensor::zeros((1, heads, new_cap, d), DType::F32, k.device())?;
-                if let Some(old) = old {
-                    buf.slice_set(&old.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
-                }
-                Ok(buf)
-            };
-            let (nk, nv) = (grow(cache.as_ref().map(|c| &c.k))?, grow(cache.as_ref().map(|c| &c.v))?);
-            *cache = Some(Kv { k: nk, v: nv, len });
+    fn new(heads: usize, d: usize) -> Kv {
+        Kv { heads, d, ..Kv::default() }
+    }
+
+    fn clear(&mut self) {
+        *self = Kv::new(self.heads, self.d);
+    }
+
+    /// Makes room for `t` more positions; doubling keeps growth O(1) per token.
+    fn reserve(&mut self, t: usize) {
+        if self.len + t <= self.cap {
+            return;
         }
-        let c = cache.as_mut().expect("allocated above");
-        c.k.slice_set(&k.contiguous()?, 2, len)?;
-        c.v.slice_set(&v.contiguous()?, 2, len)?;
-        c.len = len + t;
-        Ok((c.k.narrow(2, 0, c.len)?, c.v.narrow(2, 0, c.len)?))
+        let cap = (2 * self.cap).max(self.len + t).max(256);
+        let (heads, d, len) = (self.heads, self.d, self.len);
+        let grow = |old: &[f32]| {
+            let mut buf = vec![0f32; heads * cap * d];
+            for h in 0..heads {
+                buf[h * cap * d..][..len * d].copy_from_slice(&old[h * self.cap * d..][..len * d]);
+            }
+            buf
+        };
+        self.k = grow(&self.k);
+        self.v = grow(&self.v);
+        self.cap = cap;
+    }
+
+    /// Appends `t` positions given as `[head][t][d]` blocks.
+    fn append(&mut self, k: &[f32], v: &[f32], t: usize) {
+        self.reserve(t);
+        let (d, cap, len) = (self.d, self.cap, self.len);
+        for h in 0..self.heads {
+            self.k[(h * cap + len) * d..][..t * d].copy_from_slice(&k[h * t * d..][..t * d]);
+            self.v[(h * cap + len) * d..][..t * d].copy_from_slice(&v[h * t * d..][..t * d]);
+        }
+        self.len += t;
+    }
+
+    /// Head `h`'s keys and values so far, `len × d` each.
+    fn head(&self, h: usize) -> (&[f32], &[f32]) {
+        let at = h * self.cap * self.d;
+        (&self.k[at..][..self.len * self.d], &self.v[at..][..self.len * self.d])
+    }
+
+    /// Everything so far as `(1, heads, len, d)` tensors, for the prompt path.
+    fn tensors(&self, device: &Device) -> candle_core::Result<(Tensor, Tensor)> {
+        let gather = |part: &[f32]| {
+            let mut out = Vec::with_capacity(self.heads * self.len * self.d);
+            for h in 0..self.heads {
+                out.extend_from_slice(&part[h * self.cap * self.d..][..self.len * self.d]);
+            }
+            Tensor::from_vec(out, (1, self.heads, self.len, self.d), device)
+        };
+        Ok((gather(&self.k)?, gather(&self.v)?))
     }
 }
 
 /// The decoder's weights and its key-value cache.
 pub(crate) struct Decoder {
-    embeddings: Tensor,
+    cfg: Config,
+    /// `vocab × hidden`, row-major.
+    embeddings: Vec<f32>,
     layers: Vec<Layer>,
-    norm: Tensor,
+    norm: Vec<f32>,
     output: Int8Matrix,
-    heads: usize,
-    kv_heads: usize,
     head_dim: usize,
-    eps: f64,
-    neox: bool,
-    cos: Tensor,
-    sin: Tensor,
+    /// Rotation angles' cosines and sines, `context_length × head_dim / 2`.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
     device: Device,
 }
 
@@ -109,86 +155,120 @@ impl Decoder {
         arch: &str,
         context_length: usize,
     ) -> candle_core::Result<Decoder> {
-        let device = Device::Cpu;
-        let heads = md_u32(ct, &format!("{arch}.attention.head_count"))?;
-        let kv_heads = md_u32(ct, &format!("{arch}.attention.head_count_kv"))?;
-        let hidden = md_u32(ct, &format!("{arch}.embedding_length"))?;
-        let blocks = md_u32(ct, &format!("{arch}.block_count"))?;
         let eps = match ct.metadata.get(&format!("{arch}.attention.layer_norm_rms_epsilon")) {
-            Some(v) => f64::from(v.to_f32()?),
+            Some(v) => v.to_f32()?,
             None => candle_core::bail!("missing GGUF metadata {arch}.attention.layer_norm_rms_epsilon"),
         };
-        let freq_base =
-            ct.metadata.get(&format!("{arch}.rope.freq_base")).and_then(|v| v.to_f32().ok()).unwrap_or(10_000.0);
-        let head_dim = hidden / heads;
-        let tensor = |reader: &mut R, name: &str| ct.tensor(reader, name, &device);
-        let dense = |reader: &mut R, name: &str| tensor(reader, name)?.dequantize(&device);
-        let linear = |reader: &mut R, name: &str, bias: bool| -> candle_core::Result<Linear> {
-            let w = dense(reader, &format!("{name}.weight"))?;
-            let (n, k) = w.dims2()?;
-            let weight = Int8Matrix::quantize(&w.flatten_all()?.to_vec1()?, n, k);
-            let bias = if bias { Some(dense(reader, &format!("{name}.bias"))?) } else { None };
-            Ok(Linear { weight, bias })
+        let cfg = Config {
+            hidden: md_u32(ct, &format!("{arch}.embedding_length"))?,
+            ff: md_u32(ct, &format!("{arch}.feed_forward_length"))?,
+            vocab: 0,
+            blocks: md_u32(ct, &format!("{arch}.block_count"))?,
+            heads: md_u32(ct, &format!("{arch}.attention.head_count"))?,
+            kv_heads: md_u32(ct, &format!("{arch}.attention.head_count_kv"))?,
+            eps,
+            freq_base: ct
+                .metadata
+                .get(&format!("{arch}.rope.freq_base"))
+                .and_then(|v| v.to_f32().ok())
+                .unwrap_or(10_000.0),
+            neox: arch == "qwen2",
+            qkv_bias: arch == "qwen2",
+            context_length,
         };
-        let embeddings = dense(reader, "token_embd.weight")?;
-        let norm = dense(reader, "output_norm.weight")?;
-        let output = match dense(reader, "output.weight") {
-            Ok(w) => w,
-            // Tied embeddings (Qwen2.5 0.5B, SmolLM2): the input table is the output projection.
-            Err(_) => embeddings.clone(),
+        let device = Device::Cpu;
+        let vocab = match ct.tensor_infos.get("token_embd.weight") {
+            Some(info) => info.shape.dims()[0],
+            None => candle_core::bail!("missing GGUF tensor token_embd.weight"),
         };
-        let (vocab, _) = output.dims2()?;
-        let output = Int8Matrix::quantize(&output.flatten_all()?.to_vec1()?, vocab, hidden);
-        let qkv_bias = arch == "qwen2";
-        let mut layers = Vec::with_capacity(blocks);
-        for i in 0..blocks {
+        let cfg = Config { vocab, ..cfg };
+        Decoder::build(cfg, |name, shape| {
+            if !ct.tensor_infos.contains_key(name) {
+                return Ok(None);
+            }
+            let t = ct.tensor(reader, name, &device)?.dequantize(&device)?;
+            if t.dims() != shape {
+                candle_core::bail!("GGUF tensor {name} has shape {:?}, expected {shape:?}", t.dims());
+            }
+            Ok(Some(t.flatten_all()?.to_vec1()?))
+        })
+    }
+
+    /// Builds the decoder from its tensors by GGUF name: `tensor(name, shape)` gives the
+    /// row-major values of that shape, or `None` when the file has no such tensor.
+    pub(crate) fn build(
+        cfg: Config,
+        mut tensor: impl FnMut(&str, &[usize]) -> candle_core::Result<Option<Vec<f32>>>,
+    ) -> candle_core::Result<Decoder> {
+        let Config { hidden, ff, vocab, heads, kv_heads, .. } = cfg;
+        if heads == 0 || kv_heads == 0 || hidden % heads != 0 || heads % kv_heads != 0 {
+            candle_core::bail!("{heads} attention heads and {kv_heads} key-value heads do not divide {hidden}");
+        }
+        let d = hidden / heads;
+        let mut need = |name: &str, shape: &[usize]| match tensor(name, shape)? {
+            Some(t) => Ok(t),
+            None => candle_core::bail!("missing GGUF tensor {name}"),
+        };
+        let embeddings = need("token_embd.weight", &[vocab, hidden])?;
+        let norm = need("output_norm.weight", &[hidden])?;
+        let mut layers = Vec::with_capacity(cfg.blocks);
+        for i in 0..cfg.blocks {
             let p = format!("blk.{i}");
+            let (nq, nkv) = (heads * d, kv_heads * d);
+            let mut qkv = need(&format!("{p}.attn_q.weight"), &[nq, hidden])?;
+            qkv.extend(need(&format!("{p}.attn_k.weight"), &[nkv, hidden])?);
+            qkv.extend(need(&format!("{p}.attn_v.weight"), &[nkv, hidden])?);
+            let qkv_bias = if cfg.qkv_bias {
+                let mut b = need(&format!("{p}.attn_q.bias"), &[nq])?;
+                b.extend(need(&format!("{p}.attn_k.bias"), &[nkv])?);
+                b.extend(need(&format!("{p}.attn_v.bias"), &[nkv])?);
+                Some(b)
+            } else {
+                None
+            };
+            let mut gate_up = need(&format!("{p}.ffn_gate.weight"), &[ff, hidden])?;
+            gate_up.extend(need(&format!("{p}.ffn_up.weight"), &[ff, hidden])?);
             layers.push(Layer {
-                attn_norm: dense(reader, &format!("{p}.attn_norm.weight"))?,
-                q: linear(reader, &format!("{p}.attn_q"), qkv_bias)?,
-                k: linear(reader, &format!("{p}.attn_k"), qkv_bias)?,
-                v: linear(reader, &format!("{p}.attn_v"), qkv_bias)?,
-                o: linear(reader, &format!("{p}.attn_output"), false)?,
-                ffn_norm: dense(reader, &format!("{p}.ffn_norm.weight"))?,
-                gate: linear(reader, &format!("{p}.ffn_gate"), false)?,
-                up: linear(reader, &format!("{p}.ffn_up"), false)?,
-                down: linear(reader, &format!("{p}.ffn_down"), false)?,
-                cache: None,
+                attn_norm: need(&format!("{p}.attn_norm.weight"), &[hidden])?,
+                qkv: Int8Matrix::quantize(&qkv, nq + 2 * nkv, hidden),
+                qkv_bias,
+                o: Int8Matrix::quantize(&need(&format!("{p}.attn_output.weight"), &[hidden, nq])?, hidden, nq),
+                ffn_norm: need(&format!("{p}.ffn_norm.weight"), &[hidden])?,
+                gate_up: Int8Matrix::quantize(&gate_up, 2 * ff, hidden),
+                down: Int8Matrix::quantize(&need(&format!("{p}.ffn_down.weight"), &[hidden, ff])?, hidden, ff),
+                cache: Kv::new(kv_heads, d),
             });
         }
-        let theta: Vec<f32> =
-            (0..head_dim).step_by(2).map(|i| 1.0 / freq_base.powf(i as f32 / head_dim as f32)).collect();
-        let theta = Tensor::new(theta.as_slice(), &device)?;
-        let angles = Tensor::arange(0, context_length as u32, &device)?
-            .to_dtype(DType::F32)?
-            .reshape((context_length, 1))?
-            .matmul(&theta.reshape((1, head_dim / 2))?)?;
-        Ok(Decoder {
-            embeddings,
-            layers,
-            norm,
-            output,
-            heads,
-            kv_heads,
-            head_dim,
-            eps,
-            neox: arch == "qwen2",
-            cos: angles.cos()?,
-            sin: angles.sin()?,
-            device,
-        })
+        // Tied embeddings (Qwen2.5 0.5B, SmolLM2): the input table is the output projection.
+        let output = match tensor("output.weight", &[vocab, hidden])? {
+            Some(w) => Int8Matrix::quantize(&w, vocab, hidden),
+            None => Int8Matrix::quantize(&embeddings, vocab, hidden),
+        };
+        let half = d / 2;
+        let (mut cos, mut sin) = (vec![0f32; cfg.context_length * half], vec![0f32; cfg.context_length * half]);
+        for pos in 0..cfg.context_length {
+            for i in 0..half {
+                let theta = 1.0 / cfg.freq_base.powf((2 * i) as f32 / d as f32);
+                let angle = pos as f32 * theta;
+                cos[pos * half + i] = angle.cos();
+                sin[pos * half + i] = angle.sin();
+            }
+        }
+        Ok(Decoder { cfg, embeddings, layers, norm, output, head_dim: d, cos, sin, device: Device::Cpu })
     }
 
     pub(crate) fn clear(&mut self) {
         for l in &mut self.layers {
-            l.cache = None;
+            l.cache.clear();
         }
     }
 
     fn rope(&self, x: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
         let t = x.dim(2)?;
-        let (cos, sin) = (self.cos.narrow(0, pos, t)?, self.sin.narrow(0, pos, t)?);
-        if self.neox {
+        let half = self.head_dim / 2;
+        let cos = Tensor::from_slice(&self.cos[pos * half..(pos + t) * half], (t, half), &self.device)?;
+        let sin = Tensor::from_slice(&self.sin[pos * half..(pos + t) * half], (t, half), &self.device)?;
+        if self.cfg.neox {
             candle_nn::rotary_emb::rope(&x.contiguous()?, &cos, &sin)
         } else {
             candle_nn::rotary_emb::rope_i(&x.contiguous()?, &cos, &sin)
@@ -197,56 +277,272 @@ impl Decoder {
 
     /// Runs `ids` (positions `pos..`) through the model and returns the logits of the last one.
     pub(crate) fn forward(&mut self, ids: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
+        if pos == 0 {
+            self.clear();
+        }
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= self.cfg.vocab) {
+            candle_core::bail!("token id {bad} is outside the vocabulary of {}", self.cfg.vocab);
+        }
+        if pos + ids.len() > self.cfg.context_length {
+            candle_core::bail!("position {} is past the context of {}", pos + ids.len(), self.cfg.context_length);
+        }
+        if self.layers.first().is_some_and(|l| l.cache.len != pos) {
+            candle_core::bail!("position {pos} does not follow the cached {}", self.layers[0].cache.len);
+        }
+        match ids {
+            [] => candle_core::bail!("no tokens to run"),
+            [id] => Ok(self.step(*id, pos)),
+            _ => self.prompt(ids, pos),
+        }
+    }
+
+    /// The prompt path: a chunk of tokens at a time, through candle tensors.
+    fn prompt(&mut self, ids: &[u32], pos: usize) -> candle_core::Result<Vec<f32>> {
         let t = ids.len();
-        let ids_t = Tensor::new(ids, &self.device)?;
-        let mut x = self.embeddings.index_select(&ids_t, 0)?;
-        let (heads, kv_heads, d) = (self.heads, self.kv_heads, self.head_dim);
-        // A causal mask for the prompt; one new token sees everything before it.
-        let mask = if t > 1 {
-            let m: Vec<f32> = (0..t)
-                .flat_map(|i| (0..pos + t).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 }))
-                .collect();
-            Some(Tensor::from_vec(m, (t, pos + t), &self.device)?)
-        } else {
-            None
-        };
+        let Config { hidden, heads, kv_heads, eps, .. } = self.cfg;
+        let d = self.head_dim;
+        let dev = self.device.clone();
+        let rows: Vec<f32> = ids.iter().flat_map(|&id| self.row(id).iter().copied()).collect();
+        let mut x = Tensor::from_vec(rows, (t, hidden), &dev)?;
+        // A causal mask for the chunk over everything cached before it.
+        let m: Vec<f32> =
+            (0..t).flat_map(|i| (0..pos + t).map(move |j| if j > pos + i { f32::NEG_INFINITY } else { 0.0 })).collect();
         let scale = 1.0 / (d as f64).sqrt();
         let group = heads / kv_heads;
         // One mask row per query head of a group, built once for all layers.
-        let mask = match mask {
-            Some(m) => Some(m.repeat((group, 1))?.reshape((1, 1, group * t, pos + t))?),
-            None => None,
-        };
+        let mask = Tensor::from_vec(m, (t, pos + t), &dev)?.repeat((group, 1))?.reshape((1, 1, group * t, pos + t))?;
         for li in 0..self.layers.len() {
-            let h = candle_nn::ops::rms_norm(&x, &self.layers[li].attn_norm, self.eps as f32)?;
             let layer = &self.layers[li];
-            let q = layer.q.forward(&h)?.reshape((t, heads, d))?.transpose(0, 1)?.unsqueeze(0)?;
-            let k = layer.k.forward(&h)?.reshape((t, kv_heads, d))?.transpose(0, 1)?.unsqueeze(0)?;
-            let v = layer.v.forward(&h)?.reshape((t, kv_heads, d))?.transpose(0, 1)?.unsqueeze(0)?.contiguous()?;
-            let q = self.rope(&q, pos)?;
-            let k = self.rope(&k, pos)?;
-            if pos == 0 {
-                self.layers[li].cache = None;
+            let h = candle_nn::ops::rms_norm(&x, &Tensor::from_slice(&layer.attn_norm, hidden, &dev)?, eps)?;
+            let mut qkv = h.apply_op1_no_bwd(&layer.qkv)?;
+            if let Some(b) = &layer.qkv_bias {
+                qkv = qkv.broadcast_add(&Tensor::from_slice(b, b.len(), &dev)?)?;
             }
-            let (k, v) = Kv::append(&mut self.layers[li].cache, &k, &v)?;
+            let split = |at: usize, n: usize| -> candle_core::Result<Tensor> {
+                qkv.narrow(1, at * d, n * d)?.contiguous()?.reshape((t, n, d))?.transpose(0, 1)?.contiguous()
+            };
+            let q = self.rope(&split(0, heads)?.unsqueeze(0)?, pos)?;
+            let k = self.rope(&split(heads, kv_heads)?.unsqueeze(0)?, pos)?;
+            let v = split(heads + kv_heads, kv_heads)?;
+            let (kv, vv): (Vec<f32>, Vec<f32>) = (k.flatten_all()?.to_vec1()?, v.flatten_all()?.to_vec1()?);
+            self.layers[li].cache.append(&kv, &vv, t);
             let layer = &self.layers[li];
+            let (k, v) = layer.cache.tensors(&dev)?;
             // Grouped-query attention: each key-value head serves heads / kv_heads query heads,
             // done by folding the group into the query's time axis instead of copying keys.
             let q = q.reshape((1, kv_heads, group * t, d))?;
-            let mut att = (q.matmul(&k.t()?)? * scale)?;
-            if let Some(m) = &mask {
-                att = att.broadcast_add(m)?;
-            }
+            let att = (q.matmul(&k.t()?)? * scale)?.broadcast_add(&mask)?;
             let att = candle_nn::ops::softmax_last_dim(&att)?;
             let y = att.matmul(&v)?.reshape((heads, t, d))?.transpose(0, 1)?.reshape((t, heads * d))?;
-            let x1 = (layer.o.forward(&y.contiguous()?)? + &x)?;
-            let h = candle_nn::ops::rms_norm(&x1, &layer.ffn_norm, self.eps as f32)?;
-            let g = candle_nn::ops::silu(&layer.gate.forward(&h)?)?;
-            let u = layer.up.forward(&h)?;
-            x = (layer.down.forward(&(g * u)?)? + x1)?;
+            let x1 = (y.contiguous()?.apply_op1_no_bwd(&layer.o)? + &x)?;
+            let h = candle_nn::ops::rms_norm(&x1, &Tensor::from_slice(&layer.ffn_norm, hidden, &dev)?, eps)?;
+            let gu = layer.gate_up.matmul(&h.flatten_all()?.to_vec1()?, t);
+            let down = layer.down.matmul(&swiglu(&gu, self.cfg.ff), t);
+            x = (Tensor::from_vec(down, (t, hidden), &dev)? + x1)?;
         }
-        let last = x.i(t - 1)?.unsqueeze(0)?;
-        let last = candle_nn::ops::rms_norm(&last, &self.norm, self.eps as f32)?;
-        Ok(self.output.matmul(&last.flatten_all()?.to_vec1()?, 1))
+        let last: Vec<f32> = x.narrow(0, t - 1, 1)?.flatten_all()?.to_vec1()?;
+        Ok(self.logits(last))
+    }
+
+    /// One token at position `pos`: the decoding step, in plain loops (see the module comment).
+    pub(crate) fn step(&mut self, id: u32, pos: usize) -> Vec<f32> {
+        let Config { heads, kv_heads, eps, ff, .. } = self.cfg;
+        let d = self.head_dim;
+        let (nq, nkv) = (heads * d, kv_heads * d);
+        let group = heads / kv_heads;
+        let scale = 1.0 / (d as f32).sqrt();
+        let half = d / 2;
+        let (cos, sin) = (&self.cos[pos * half..][..half], &self.sin[pos * half..][..half]);
+        let neox = self.cfg.neox;
+        let mut x = self.row(id).to_vec();
+        let mut att = vec![0f32; nq];
+        for layer in &mut self.layers {
+            let h = rms_norm(&x, &layer.attn_norm, eps);
+            let mut qkv = layer.qkv.matmul(&h, 1);
+            if let Some(b) = &layer.qkv_bias {
+                qkv.iter_mut().zip(b).for_each(|(v, b)| *v += b);
+            }
+            for head in qkv[..nq + nkv].chunks_exact_mut(d) {
+                rotate(head, cos, sin, neox);
+            }
+            // Keys and values of one position are already `[head][1][d]` blocks.
+            layer.cache.append(&qkv[nq..nq + nkv], &qkv[nq + nkv..], 1);
+            let q = &qkv[..nq];
+            let cache = &layer.cache;
+            // Each query head reads its key-value head's rows in order; heads run in parallel.
+            att.par_chunks_mut(d).enumerate().for_each(|(head, out)| {
+                let (keys, values) = cache.head(head / group);
+                let q = &q[head * d..][..d];
+                let mut scores: Vec<f32> = keys.chunks_exact(d).map(|k| dot(q, k) * scale).collect();
+                let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+                let mut sum = 0f32;
+                for s in &mut scores {
+                    *s = (*s - max).exp();
+                    sum += *s;
+                }
+                out.fill(0.0);
+                for (p, v) in scores.iter().zip(values.chunks_exact(d)) {
+                    let w = p / sum;
+                    out.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
+                }
+            });
+            let o = layer.o.matmul(&att, 1);
+            x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
+            let h = rms_norm(&x, &layer.ffn_norm, eps);
+            let gu = layer.gate_up.matmul(&h, 1);
+            let down = layer.down.matmul(&swiglu(&gu, ff), 1);
+            x.iter_mut().zip(&down).for_each(|(x, o)| *x += o);
+        }
+        self.logits(x)
+    }
+
+    fn row(&self, id: u32) -> &[f32] {
+        let hidden = self.cfg.hidden;
+        &self.embeddings[id as usize * hidden..][..hidden]
+    }
+
+    /// The final norm and the output projection, for one position.
+    fn logits(&self, x: Vec<f32>) -> Vec<f32> {
+        self.output.matmul(&rms_norm(&x, &self.norm, self.cfg.eps), 1)
+    }
+}
+
+/// RMSNorm of one row, as candle computes it (mean of squares in f32).
+fn rms_norm(x: &[f32], weight: &[f32], eps: f32) -> Vec<f32> {
+    let mean = x.iter().map(|v| v * v).sum::<f32>() / x.len() as f32;
+    let inv = 1.0 / (mean + eps).sqrt();
+    x.iter().zip(weight).map(|(v, w)| v * inv * w).collect()
+}
+
+/// `silu(gate) · up` for rows of `[gate (ff) | up (ff)]`, as the stacked product gives them.
+fn swiglu(gu: &[f32], ff: usize) -> Vec<f32> {
+    let mut out = vec![0f32; gu.len() / 2];
+    out.par_chunks_mut(ff).zip(gu.par_chunks(2 * ff)).for_each(|(o, row)| {
+        let (g, u) = row.split_at(ff);
+        for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
+            *o = g / (1.0 + (-g).exp()) * u;
+        }
+    });
+    out
+}
+
+/// Rotates one head's vector in place: pairs `(i, i + d/2)` (NeoX) or `(2i, 2i + 1)`.
+fn rotate(x: &mut [f32], cos: &[f32], sin: &[f32], neox: bool) {
+    let half = x.len() / 2;
+    for i in 0..half {
+        let (a, b) = if neox { (i, i + half) } else { (2 * i, 2 * i + 1) };
+        let (x0, x1) = (x[a], x[b]);
+        x[a] = x0 * cos[i] - x1 * sin[i];
+        x[b] = x0 * sin[i] + x1 * cos[i];
+    }
+}
+
+/// A dot product in 16 independent lanes, which the compiler turns into vector FMAs (a
+/// single running sum would be one long chain of dependent additions).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    let (ca, cb) = (a.chunks_exact(16), b.chunks_exact(16));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        for i in 0..16 {
+            acc[i] = x[i].mul_add(y[i], acc[i]);
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small decoder with seeded random weights: no model file needed.
+    fn random(neox: bool, qkv_bias: bool) -> Decoder {
+        let cfg = Config {
+            hidden: 64,
+            ff: 96,
+            vocab: 50,
+            blocks: 2,
+            heads: 4,
+            kv_heads: 2,
+            eps: 1e-5,
+            freq_base: 10_000.0,
+            neox,
+            qkv_bias,
+            context_length: 600,
+        };
+        let mut seed = 11u64;
+        Decoder::build(cfg, |name, shape| {
+            let n: usize = shape.iter().product();
+            let norm = name.ends_with("norm.weight");
+            Ok(Some(
+                (0..n)
+                    .map(|_| {
+                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        let u = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                        if norm {
+                            1.0 + 0.2 * u
+                        } else {
+                            0.4 * u
+                        }
+                    })
+                    .collect(),
+            ))
+        })
+        .unwrap()
+    }
+
+    fn cosine(a: &[f32], b: &[f32]) -> f64 {
+        let (d, x, y) = a.iter().zip(b).fold((0f64, 0f64, 0f64), |(d, x, y), (&p, &q)| {
+            (d + f64::from(p) * f64::from(q), x + f64::from(p * p), y + f64::from(q * q))
+        });
+        d / (x.sqrt() * y.sqrt())
+    }
+
+    fn argmax(v: &[f32]) -> usize {
+        (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
+    }
+
+    /// Tokens decoded one at a time by the step path give the logits that the prompt path
+    /// gives for the same tokens in one chunk, for both rotary layouts, also past the cache's
+    /// first growth (256 positions).
+    #[test]
+    fn steps_match_the_prompt_path() {
+        for (neox, bias) in [(false, false), (true, true)] {
+            let mut m = random(neox, bias);
+            let ids: Vec<u32> = (0..300u32).map(|i| (i * 7 + 3) % 50).collect();
+            for split in [2, 255, 298] {
+                let whole = m.forward(&ids, 0).unwrap();
+                m.forward(&ids[..split], 0).unwrap();
+                let mut stepped = Vec::new();
+                for (i, &id) in ids.iter().enumerate().skip(split) {
+                    stepped = m.forward(&[id], i).unwrap();
+                }
+                let c = cosine(&whole, &stepped);
+                assert!(c > 0.99999, "neox {neox}, split {split}: cosine {c}");
+                assert_eq!(argmax(&whole), argmax(&stepped), "neox {neox}, split {split}");
+            }
+        }
+    }
+
+    /// A prompt after steps (the chunked prefill's second chunk) also sees the cache right.
+    #[test]
+    fn chunks_after_steps_match_one_chunk() {
+        let mut m = random(true, true);
+        let ids: Vec<u32> = (0..40u32).map(|i| (i * 13 + 1) % 50).collect();
+        let whole = m.forward(&ids, 0).unwrap();
+        m.forward(&ids[..10], 0).unwrap();
+        m.forward(&ids[10..11], 10).unwrap();
+        let chunked = m.forward(&ids[11..], 11).unwrap();
+        assert!(cosine(&whole, &chunked) > 0.99999);
+    }
+
+    #[test]
+    fn bad_ids_and_positions_are_errors_not_panics() {
+        let mut m = random(false, false);
+        assert!(m.forward(&[50], 0).unwrap_err().to_string().contains("token id 50"));
+        m.forward(&[1, 2], 0).unwrap();
+        assert!(m.forward(&[3], 5).unwrap_err().to_string().contains("position 5"));
+        assert!(m.forward(&[], 2).is_err());
+        assert!(m.forward(&[1; 10], 595).unwrap_err().to_string().contains("context"));
     }
 }
