@@ -4,7 +4,8 @@
 //! Methods: `lead-N`, the first N turns as they were said (the usual reference point), and
 //! `extractive-R`, strata-summarize's extractive summary at R source tokens per summary token,
 //! each kept sentence prefixed by its speaker; with `--model`, `model` (the generator's summary
-//! as written) and `checked` (after the keep-set check, extractive where it failed).
+//! as written) and `checked` (after the keep-set check, extractive where it failed); a
+//! conversation longer than `strata_summarize::RUN_TOKENS` goes to the model in runs of turns, folded.
 
 use std::time::Instant;
 
@@ -94,22 +95,27 @@ impl Summarizer for Abstractive {
     fn summarize(&self, c: &Conversation) -> Result<String> {
         let config = strata_summarize::SummaryConfig::default();
         if self.checked {
-            let out = strata_summarize::summarize(
+            let out = strata_summarize::summarize_folded(
                 &c.turns,
-                None,
                 &c.participants,
                 Some(&*self.generator),
                 None,
                 &self.counter,
                 strata_core::Tier::Cool,
                 &config,
+                strata_summarize::RUN_TOKENS,
             );
-            return Ok(out.summary.text);
+            return Ok(out.last().map(|o| o.summary.text.clone()).unwrap_or_default());
         }
-        // The model as it is, however long it takes: this row measures the model.
+        // The model as it is, however long it takes: this row measures the model. A long
+        // conversation goes in runs, folded, as `checked` and the strategies send it.
         let config = strata_summarize::SummaryConfig { deadline: None, ..config };
-        let g = self.generator.generate(&strata_summarize::request(&c.turns, None, &config))?;
-        Ok(g.text.trim().to_string())
+        let mut previous: Option<String> = None;
+        for run in strata_summarize::runs(&c.turns, &self.counter, strata_summarize::RUN_TOKENS) {
+            let g = self.generator.generate(&strata_summarize::request(run, previous.as_deref(), &config))?;
+            previous = Some(g.text.trim().to_string());
+        }
+        Ok(previous.unwrap_or_default())
     }
 }
 

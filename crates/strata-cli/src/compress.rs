@@ -14,7 +14,8 @@ use crate::BadInput;
 pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
-    /// The strategy: full, window, recent-8-summary-12, summary-buffer.
+    /// The strategy: full, window, recent-8-summary-12, summary-buffer, segments, or
+    /// segments-abstractive (needs --model).
     #[arg(long, default_value = "window")]
     strategy: String,
     /// The token budget for the whole context.
@@ -33,12 +34,24 @@ pub(crate) struct Args {
     /// Build the context as it stood right after this turn.
     #[arg(long, value_name = "TURN_ID")]
     at: Option<String>,
+    /// A local model for the strategies that summarise with one (segments-abstractive,
+    /// summary-buffer): qwen, smollm2, or a GGUF file.
+    #[arg(long, value_name = "NAME|PATH")]
+    model: Option<String>,
+    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    #[arg(long, value_name = "DIR")]
+    models_dir: Option<PathBuf>,
 }
 
 pub(crate) fn run(args: Args) -> Result<String> {
     let config = crate::input::strategy_config(args.config.as_deref())?;
-    let strategy = strata_strategies::build(&args.strategy, &config, None)?;
+    // Input first: a transcript that does not load is reported before a model is opened.
     let loaded = load(&args.input)?;
+    let generator = match &args.model {
+        Some(name) => Some(crate::models::generator(name, &crate::models::dir(args.models_dir.as_deref()))?),
+        None => None,
+    };
+    let strategy = strata_strategies::build(&args.strategy, &config, generator)?;
     let mut contexts = Vec::new();
     let mut explain = String::new();
     for w in &loaded.warnings {

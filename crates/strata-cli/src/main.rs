@@ -2,13 +2,15 @@
 //! strategies, and run the tiered memory on a store file (replay, recall, context).
 //!
 //! Exit status: 0 on success, 2 for bad input (a file that does not load, an unknown strategy
-//! or tokenizer, a bad config), 1 for anything else. Output is built whole in memory and
+//! or tokenizer, a bad config, model weights that are missing or not the pinned ones), 1 for
+//! anything else. Output is built whole in memory and
 //! written at the end, so a failure never leaves half an answer on stdout.
 
 mod compress;
 mod eval;
 mod input;
 mod memory;
+mod models;
 mod segment;
 mod summarize;
 mod tokens;
@@ -56,6 +58,8 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             || c.is::<strata_tokens::TokenizerError>()
             || c.is::<strata_core::HistoryError>()
             || c.is::<strata_eval::BadInput>()
+            || c.downcast_ref::<strata_candle::ModelError>()
+                .is_some_and(|m| !matches!(m, strata_candle::ModelError::Run { .. }))
             || c.downcast_ref::<strata_core::StoreError>().is_some_and(store_refused)
             || c.downcast_ref::<strata::MemoryError>().is_some_and(|m| match m {
                 strata::MemoryError::Store(s) => store_refused(s),

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
 use strata::{Clock, Memory, MemoryConfig, Parts};
-use strata_candle::{BertEmbedder, CachedEmbedder, EmbedderConfig, MINILM};
 use strata_core::{Embedder, Tier};
 use strata_store::SqliteStore;
 
@@ -79,20 +78,11 @@ pub(crate) struct ContextArgs {
     tokenizer: String,
 }
 
-fn models_dir(arg: &Option<PathBuf>) -> PathBuf {
-    arg.clone()
-        .or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("models"))
-}
-
 fn embedder(store: &Store) -> Result<Option<Arc<dyn Embedder>>> {
     if store.embedder == "none" {
         return Ok(None);
     }
-    let models = models_dir(&store.models_dir);
-    let dir = strata_candle::locate(Some(&models.join(MINILM.folder)), &MINILM)?;
-    let model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default())?;
-    Ok(Some(Arc::new(CachedEmbedder::open(model, &models.join(".cache"))?)))
+    Ok(Some(crate::models::minilm(&crate::models::dir(store.models_dir.as_deref()))?))
 }
 
 /// Opens the store; a store file that does not exist is an error for the reading commands.
@@ -146,12 +136,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     let store = open_store(&args.store.db, true)?;
     let embedder = embedder(&args.store)?;
     let generator = match &args.model {
-        Some(name) => {
-            let models = models_dir(&args.store.models_dir);
-            let g = strata_candle::load_generator(name, &models)?;
-            Some(Arc::new(strata_candle::CachedGenerator::open(g, &models.join(".cache"))?)
-                as Arc<dyn strata_core::Generator>)
-        }
+        Some(name) => Some(crate::models::generator(name, &crate::models::dir(args.store.models_dir.as_deref()))?),
         None => None,
     };
     let mut summary = String::new();

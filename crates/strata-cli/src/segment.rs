@@ -2,11 +2,8 @@
 
 use std::fmt::Write;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 use anyhow::Result;
-use strata_candle::{BertEmbedder, CachedEmbedder, EmbedderConfig, MINILM};
-use strata_core::Embedder;
 
 use crate::input::{load, Input};
 use crate::BadInput;
@@ -32,13 +29,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         BadInput(format!("unknown method `{}`: expected combined, depth, fixed, depth-W-C or fixed-T", args.method))
     })?;
     let loaded = load(&args.input)?;
-    let models = args
-        .models_dir
-        .or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from("models"));
-    let dir = strata_candle::locate(Some(&models.join(MINILM.folder)), &MINILM)?;
-    let model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default())?;
-    let embedder: Arc<dyn Embedder> = Arc::new(CachedEmbedder::open(model, &models.join(".cache"))?);
+    let embedder = crate::models::minilm(&crate::models::dir(args.models_dir.as_deref()))?;
     let mut out = String::new();
     for c in &loaded.conversations {
         let boundaries = strata_topic::detect(&c.turns, &*embedder, &config)?;

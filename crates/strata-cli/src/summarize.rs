@@ -51,20 +51,29 @@ pub(crate) fn run(args: Args) -> Result<String> {
     }
     let loaded = load(&args.input)?;
     let config = ExtractiveConfig { ratio: args.ratio, profile, ..ExtractiveConfig::default() };
+    let generator = match &args.model {
+        Some(name) => Some(crate::models::generator(name, &crate::models::dir(args.models_dir.as_deref()))?),
+        None => None,
+    };
     let mut out = String::new();
     for c in &loaded.conversations {
-        let summary =
-            strata_summarize::extractive::summarize(&c.turns, &c.participants, &*loaded.counter, None, &config);
-        writeln!(
-            out,
-            "# {} ({} turns, {} tokens summarised in {}, {} sentences)",
-            c.id,
-            c.turns.len(),
-            summary.source_tokens,
-            summary.tokens,
-            summary.sentences.len()
-        )?;
-        writeln!(out, "{}", summary.render())?;
+        match &generator {
+            Some(g) => write_abstractive(&mut out, c, &**g, &*loaded.counter, &config, args.explain)?,
+            None => {
+                let summary =
+                    strata_summarize::extractive::summarize(&c.turns, &c.participants, &*loaded.counter, None, &config);
+                writeln!(
+                    out,
+                    "# {} ({} turns, {} tokens summarised in {}, {} sentences)",
+                    c.id,
+                    c.turns.len(),
+                    summary.source_tokens,
+                    summary.tokens,
+                    summary.sentences.len()
+                )?;
+                writeln!(out, "{}", summary.render())?;
+            }
+        }
         if args.explain {
             let registry = Registry::from_turns(&c.turns);
             writeln!(out, "\n## registry ({} facts)", registry.facts().len())?;
@@ -76,4 +85,72 @@ pub(crate) fn run(args: Args) -> Result<String> {
         }
     }
     Ok(out)
+}
+
+/// The model's summary of one conversation, folded over runs of turns when it is long; each
+/// run's summary is the model's only if it passed the keep-set check, else the extractive one
+/// (`config`, which `--ratio` and `--profile` set). `--explain` says which, and why.
+fn write_abstractive(
+    out: &mut String,
+    c: &strata_core::Conversation,
+    generator: &dyn strata_core::Generator,
+    counter: &dyn strata_core::TokenCounter,
+    config: &ExtractiveConfig,
+    explain: bool,
+) -> Result<()> {
+    // The fallback follows `--ratio` and `--profile`, within the folding bound that keeps
+    // summaries of summaries from growing.
+    let defaults = strata_summarize::SummaryConfig::default();
+    let summary_config = strata_summarize::SummaryConfig {
+        extractive: ExtractiveConfig { ratio: config.ratio, profile: config.profile, ..defaults.extractive.clone() },
+        ..defaults
+    };
+    let outcomes = strata_summarize::summarize_folded(
+        &c.turns,
+        &c.participants,
+        Some(generator),
+        None,
+        counter,
+        strata_core::Tier::Cool,
+        &summary_config,
+        strata_summarize::RUN_TOKENS,
+    );
+    let Some(last) = outcomes.last() else {
+        writeln!(out, "# {} (no turns)", c.id)?;
+        return Ok(());
+    };
+    let summary = &last.summary;
+    writeln!(
+        out,
+        "# {} ({} turns in {} run{}, summarised in {} tokens by {})",
+        c.id,
+        c.turns.len(),
+        outcomes.len(),
+        if outcomes.len() == 1 { "" } else { "s" },
+        counter.count(&summary.text),
+        summary.method
+    )?;
+    writeln!(out, "{}", summary.text)?;
+    writeln!(out, "sources: {}", span(&summary.source_ids))?;
+    if explain {
+        writeln!(out, "\n## runs")?;
+        for (i, o) in outcomes.iter().enumerate() {
+            let covered = &o.summary.source_ids;
+            let how = match &o.fallback {
+                None => format!("{} summary kept", o.summary.method),
+                Some(why) => format!("extractive, because {why}"),
+            };
+            writeln!(out, "run {} (up to {}): {how}", i + 1, covered.last().map_or("-", String::as_str))?;
+        }
+    }
+    Ok(())
+}
+
+/// Turn ids as a list, or as `first..last (n turns)` when long.
+fn span(ids: &[String]) -> String {
+    match ids {
+        [] => "-".to_string(),
+        few if few.len() <= 6 => few.join(", "),
+        many => format!("{}..{} ({} turns)", many[0], many[many.len() - 1], many.len()),
+    }
 }

@@ -176,3 +176,51 @@ pub fn as_turns(summary: &Summary) -> Vec<Turn> {
     }
     out
 }
+
+/// Consecutive runs of whole turns of at most `max_tokens` each (a longer turn stands alone),
+/// in order, every turn in exactly one run.
+pub fn runs<'a>(turns: &'a [Turn], counter: &dyn TokenCounter, max_tokens: usize) -> Vec<&'a [Turn]> {
+    let mut out = Vec::new();
+    let (mut start, mut tokens) = (0, 0);
+    for (i, t) in turns.iter().enumerate() {
+        let n = counter.count(&t.content);
+        if i > start && tokens + n > max_tokens {
+            out.push(&turns[start..i]);
+            (start, tokens) = (i, 0);
+        }
+        tokens += n;
+    }
+    if start < turns.len() {
+        out.push(&turns[start..]);
+    }
+    out
+}
+
+/// Transcript tokens per model call when a whole conversation is summarised by folding.
+pub const RUN_TOKENS: usize = 2_000;
+
+/// Summarises a conversation of any length: [`runs`] of at most `run_tokens`, each summarised
+/// with the summary so far folded in (segment → arc → narrative), so no call sees more than
+/// one run plus a bounded summary. Why: a long meeting sent whole is a prompt of 20,000 tokens,
+/// past a small model's context or one it continues instead of summarising. A conversation
+/// that fits is one call with exactly [`request`]'s prompt. Returns each run's outcome in
+/// order; the last one's summary covers everything.
+#[allow(clippy::too_many_arguments)]
+pub fn summarize_folded(
+    turns: &[Turn],
+    participants: &[Participant],
+    generator: Option<&dyn Generator>,
+    held: Option<&dyn Fn(&Fact) -> bool>,
+    counter: &dyn TokenCounter,
+    tier: Tier,
+    config: &SummaryConfig,
+    run_tokens: usize,
+) -> Vec<Outcome> {
+    let mut out: Vec<Outcome> = Vec::new();
+    for run in runs(turns, counter, run_tokens) {
+        let previous = out.last().map(|o| &o.summary);
+        let next = summarize(run, previous, participants, generator, held, counter, tier, config);
+        out.push(next);
+    }
+    out
+}

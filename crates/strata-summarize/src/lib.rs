@@ -16,7 +16,7 @@ pub mod keep;
 pub mod registry;
 pub mod text;
 
-pub use abstractive::{request, summarize, Outcome, SummaryConfig};
+pub use abstractive::{request, runs, summarize, summarize_folded, Outcome, SummaryConfig, RUN_TOKENS};
 pub use dates::{resolve_relative, Date, Resolved};
 pub use extractive::{Extract, ExtractiveConfig, Kept, Profile};
 pub use keep::{check, Verdict};

@@ -314,3 +314,60 @@ fn folding_keeps_summaries_bounded_and_verbatim() {
     assert!(sizes.iter().all(|&s| s <= 80), "{sizes:?}");
     assert_eq!(previous.unwrap().level, strata_core::SummaryLevel::Narrative);
 }
+
+/// Runs are whole turns in order, each within the limit unless one turn alone exceeds it.
+#[test]
+fn runs_cut_whole_turns_in_order() {
+    let c = counter();
+    let words = |n: usize| vec!["word"; n].join(" ");
+    let turns: Vec<Turn> =
+        (0..40).map(|i| turn(&format!("t{i}"), Role::User, &words(if i == 7 { 900 } else { 40 + i * 3 }))).collect();
+    let runs = crate::runs(&turns, &c, 300);
+    let ids: Vec<&str> = runs.iter().flat_map(|r| r.iter().map(|t| t.id.as_str())).collect();
+    assert_eq!(ids, turns.iter().map(|t| t.id.as_str()).collect::<Vec<_>>());
+    for r in &runs {
+        let tokens: usize = r.iter().map(|t| c.count(&t.content)).sum();
+        assert!(tokens <= 300 || r.len() == 1, "a run of {} turns has {tokens} tokens", r.len());
+    }
+    assert!(runs.iter().any(|r| r.len() == 1 && r[0].id == "t7"), "the oversized turn stands alone");
+    assert_eq!(crate::runs(&turns[..3], &c, 300).len(), 1);
+    assert!(crate::runs(&[], &c, 300).is_empty());
+}
+
+/// A generator that answers with the first sentence of each turn it is shown, and records
+/// the prompts it was sent.
+struct Recorder(std::sync::Mutex<Vec<String>>);
+
+impl Generator for Recorder {
+    fn model_id(&self) -> &str {
+        "recorder"
+    }
+    fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
+        let data = request.messages[1].content.clone();
+        let start = data.find("<transcript>\n").unwrap() + "<transcript>\n".len();
+        let end = data.find("</transcript>").unwrap();
+        let text: Vec<&str> = data[start..end].lines().filter_map(|l| l.split_once(": ").map(|(_, t)| t)).collect();
+        self.0.lock().unwrap().push(data.clone());
+        Ok(Generation { text: text.join(" "), prompt_tokens: 0, generated_tokens: 0 })
+    }
+}
+
+/// Folding: each call after the first is shown the summary so far, and the last summary
+/// stands for every turn, at the narrative level.
+#[test]
+fn folded_summaries_carry_the_previous_one_forward() {
+    let turns = session();
+    let recorder = Recorder(std::sync::Mutex::new(Vec::new()));
+    let config = SummaryConfig { max_words: 400, ..SummaryConfig::default() };
+    let out = crate::summarize_folded(&turns, &[], Some(&recorder), None, &counter(), Tier::Cool, &config, 40);
+    assert!(out.len() >= 3, "{} runs", out.len());
+    let prompts = recorder.0.lock().unwrap();
+    assert_eq!(prompts.len(), out.len());
+    assert!(!prompts[0].contains("<previous_summary>"));
+    for (i, p) in prompts.iter().enumerate().skip(1) {
+        assert!(p.contains(&format!("<previous_summary>\n{}\n</previous_summary>", out[i - 1].summary.text)), "{p}");
+    }
+    let last = &out.last().unwrap().summary;
+    assert_eq!(last.source_ids, turns.iter().map(|t| t.id.clone()).collect::<Vec<_>>());
+    assert_eq!(last.level, strata_core::SummaryLevel::Narrative);
+}

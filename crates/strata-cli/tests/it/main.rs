@@ -108,6 +108,28 @@ fn unknown_strategy_and_tokenizer_exit_2() {
     }
 }
 
+/// Commands that take `--model` refuse a strategy that needs one without it, and a model file
+/// that is not there, by name, with status 2 and nothing on stdout.
+#[test]
+fn model_flags_name_what_is_missing() {
+    let (dir, path) = file("ok.json", br#"{"id": "a", "turns": [{"id": "t1", "role": "user", "content": "hi"}]}"#);
+    let missing = dir.path().join("absent.gguf").display().to_string();
+    for (args, msg) in [
+        (vec!["compress", &path, "--budget", "100", "--strategy", "segments-abstractive"], "pass --model"),
+        (
+            vec!["compress", &path, "--budget", "100", "--strategy", "segments-abstractive", "--model", &missing],
+            &missing,
+        ),
+        (vec!["summarize", &path, "--model", &missing], &missing),
+    ] {
+        let out = strata(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: half-written output");
+        assert!(stderr.contains(msg), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn locomo_window_at_2000_fits_the_budget() {
     let out =

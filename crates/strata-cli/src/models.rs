@@ -1,0 +1,30 @@
+//! Where the CLI finds model weights and how it opens them: one place for every command that
+//! takes `--models-dir`, `--model` or embeds text.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::Result;
+use strata_candle::{BertEmbedder, CachedEmbedder, CachedGenerator, EmbedderConfig, MINILM};
+use strata_core::{Embedder, Generator};
+
+/// `--models-dir`, else `$STRATA_MODELS`, else `./models`.
+pub(crate) fn dir(arg: Option<&Path>) -> PathBuf {
+    arg.map(Path::to_path_buf)
+        .or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from("models"))
+}
+
+/// MiniLM, its vectors cached on disk under the models folder.
+pub(crate) fn minilm(models: &Path) -> Result<Arc<dyn Embedder>> {
+    let dir = strata_candle::locate(Some(&models.join(MINILM.folder)), &MINILM)?;
+    let model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default())?;
+    Ok(Arc::new(CachedEmbedder::open(model, &models.join(".cache"))?))
+}
+
+/// A local chat model (`qwen`, `smollm2` or a GGUF path), its answers cached on disk under
+/// the models folder.
+pub(crate) fn generator(name: &str, models: &Path) -> Result<Arc<dyn Generator>> {
+    let g = strata_candle::load_generator(name, models)?;
+    Ok(Arc::new(CachedGenerator::open(g, &models.join(".cache"))?))
+}
