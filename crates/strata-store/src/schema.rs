@@ -77,6 +77,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     "
     ALTER TABLE vectors ADD COLUMN sentences BLOB;
     ",
+    // Version 6: vectors written from now on are int8 with one scale each (encoding 1), a
+    // quarter of the f32 bytes; rows already written stay f32 (encoding 0) and read as before.
+    "
+    ALTER TABLE vectors ADD COLUMN encoding INTEGER NOT NULL DEFAULT 0;
+    ",
 ];
 
 /// The schema version this build writes.

@@ -152,18 +152,61 @@ pub(crate) fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
     acc.iter().sum::<i32>() + tail
 }
 
-/// Vectors are stored as little-endian f32s, so a file moves between machines unchanged.
-pub(crate) fn encode_vector(v: &[f32]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+/// A vector as the store keeps it: int8 components and the factor that turns their integer
+/// dot product with another's into a cosine (see [`quantize`]).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Quantized {
+    pub(crate) values: Vec<i8>,
+    pub(crate) factor: f32,
 }
 
-/// Several vectors of one length, end to end.
-pub(crate) fn encode_vectors(vs: &[Vec<f32>]) -> Vec<u8> {
-    vs.iter().flat_map(|v| encode_vector(v)).collect()
+/// `vectors.encoding` 1, written since schema 6: per vector its factor (a little-endian f32),
+/// then its int8 components; several vectors end to end. A search quantizes every vector to
+/// int8 anyway, so this loses nothing it uses, at a quarter of the bytes of f32.
+pub(crate) const ENCODING_INT8: i64 = 1;
+
+/// `vectors.encoding` 0: little-endian f32s, as rows written before schema 6 hold them.
+pub(crate) const ENCODING_F32: i64 = 0;
+
+/// Vectors in [`ENCODING_INT8`], end to end.
+pub(crate) fn encode_vectors<'a>(vs: impl IntoIterator<Item = &'a [f32]>) -> Vec<u8> {
+    let mut out = Vec::new();
+    for v in vs {
+        let (values, factor) = quantize(v);
+        out.extend_from_slice(&factor.to_le_bytes());
+        out.extend(values.iter().map(|&x| x as u8));
+    }
+    out
 }
 
-pub(crate) fn decode_vector(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+/// Reads stored vectors of either encoding. `dim` is the vectors' length; `None` means the
+/// blob holds exactly one vector, whose length it gives.
+pub(crate) fn decode_vectors(bytes: &[u8], encoding: i64, dim: Option<usize>) -> Result<Vec<Quantized>, String> {
+    let (width, dim) = match (encoding, dim) {
+        (ENCODING_INT8, Some(d)) => (d + 4, d),
+        (ENCODING_INT8, None) if bytes.len() > 4 => (bytes.len(), bytes.len() - 4),
+        (ENCODING_F32, Some(d)) => (4 * d, d),
+        (ENCODING_F32, None) if bytes.len().is_multiple_of(4) && !bytes.is_empty() => (bytes.len(), bytes.len() / 4),
+        (ENCODING_INT8 | ENCODING_F32, None) => return Err(format!("a vector of {} bytes", bytes.len())),
+        (other, _) => return Err(format!("unknown vector encoding {other}")),
+    };
+    if width == 0 || !bytes.len().is_multiple_of(width) {
+        return Err(format!("{} bytes of vectors do not make vectors of {dim} numbers", bytes.len()));
+    }
+    Ok(bytes
+        .chunks_exact(width)
+        .map(|c| match encoding {
+            ENCODING_INT8 => Quantized {
+                factor: f32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                values: c[4..].iter().map(|&b| b as i8).collect(),
+            },
+            _ => {
+                let v: Vec<f32> = c.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+                let (values, factor) = quantize(&v);
+                Quantized { values, factor }
+            }
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -187,5 +230,28 @@ mod tests {
             assert!((exact - approx).abs() < 0.01, "{exact} vs {approx}");
         }
         assert_eq!(quantize(&[0.0, 0.0]).1, 0.0);
+    }
+
+    /// Both encodings read back to the quantized vectors a search uses; the int8 one in a
+    /// quarter of the bytes (plus four per vector); malformed blobs are errors.
+    #[test]
+    fn stored_vectors_read_back_in_either_encoding() {
+        let a: Vec<f32> = (0..384).map(|i| ((i * 37 % 101) as f32 - 50.0) / 200.0).collect();
+        let b: Vec<f32> = a.iter().rev().map(|x| x * 0.5).collect();
+        let int8 = encode_vectors([a.as_slice(), b.as_slice()]);
+        assert_eq!(int8.len(), 2 * (384 + 4));
+        let f32s: Vec<u8> = a.iter().chain(&b).flat_map(|x| x.to_le_bytes()).collect();
+        let want = vec![
+            Quantized { values: quantize(&a).0, factor: quantize(&a).1 },
+            Quantized { values: quantize(&b).0, factor: quantize(&b).1 },
+        ];
+        assert_eq!(decode_vectors(&int8, ENCODING_INT8, Some(384)).unwrap(), want);
+        assert_eq!(decode_vectors(&f32s, ENCODING_F32, Some(384)).unwrap(), want);
+        assert_eq!(decode_vectors(&int8[..388], ENCODING_INT8, None).unwrap(), want[..1]);
+        assert_eq!(decode_vectors(&f32s[..1536], ENCODING_F32, None).unwrap(), want[..1]);
+        assert!(decode_vectors(&int8[..390], ENCODING_INT8, Some(384)).is_err());
+        assert!(decode_vectors(&f32s[..7], ENCODING_F32, None).is_err());
+        assert!(decode_vectors(&int8, 7, Some(384)).is_err());
+        assert!(decode_vectors(&[], ENCODING_INT8, None).is_err());
     }
 }

@@ -201,10 +201,11 @@ impl SqliteStore {
     /// One `vectors` row: the whole text's vector and the sentences' end to end, all of one
     /// length (checked by the caller).
     fn insert_vectors(&self, conn: &Connection, conv: i64, row: i64, v: &TurnVectors<'_>) -> Result<(), StoreError> {
-        let sentences = (!v.sentences.is_empty()).then(|| search::encode_vectors(v.sentences));
+        let sentences =
+            (!v.sentences.is_empty()).then(|| search::encode_vectors(v.sentences.iter().map(Vec::as_slice)));
         conn.execute(
-            "INSERT INTO vectors (conversation, turn, data, sentences) VALUES (?1, ?2, ?3, ?4)",
-            params![conv, row, search::encode_vector(v.whole), sentences],
+            "INSERT INTO vectors (conversation, turn, data, sentences, encoding) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![conv, row, search::encode_vectors([v.whole]), sentences, search::ENCODING_INT8],
         )
         .map_err(|e| self.err(e))?;
         Ok(())
@@ -480,7 +481,7 @@ impl SqliteStore {
             .prepare_cached(
                 // CROSS JOIN fixes the loop order: the conversation's new vectors first (one
                 // range of `vectors_new`, usually empty), not every turn of the conversation.
-                "SELECT v.id, v.turn, t.ts, v.data, v.sentences FROM vectors v CROSS JOIN turns t ON t.id = v.turn
+                "SELECT v.id, v.turn, t.ts, v.data, v.sentences, v.encoding FROM vectors v CROSS JOIN turns t ON t.id = v.turn
                  WHERE v.conversation = ?1 AND v.id > ?2 ORDER BY v.id",
             )
             .map_err(|e| self.err(e))?;
@@ -492,12 +493,16 @@ impl SqliteStore {
             let whole = row.get_ref(3).map_err(|e| self.err(e))?.as_blob().map_err(|e| self.err(e.into()))?;
             let sentences =
                 row.get_ref(4).map_err(|e| self.err(e))?.as_blob_or_null().map_err(|e| self.err(e.into()))?;
-            let (whole, sentences) =
-                (search::decode_vector(whole), search::decode_vector(sentences.unwrap_or_default()));
-            index.add(turn, ts, &whole, &sentences).map_err(|message| StoreError::Corrupt {
+            let encoding: i64 = row.get(5).map_err(|e| self.err(e))?;
+            let corrupt = |message: String| StoreError::Corrupt {
                 location: self.location.clone(),
                 message: format!("stored row {turn}: {message}"),
-            })?;
+            };
+            let whole = search::decode_vectors(whole, encoding, None).map_err(corrupt)?;
+            let dim = whole[0].values.len();
+            let sentences =
+                search::decode_vectors(sentences.unwrap_or_default(), encoding, Some(dim)).map_err(corrupt)?;
+            index.add(turn, ts, &whole[0], &sentences).map_err(corrupt)?;
             index.watermark = id;
         }
         Ok(())

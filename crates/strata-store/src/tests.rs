@@ -338,6 +338,65 @@ fn an_old_schema_is_migrated_and_keeps_its_turns() {
     assert_eq!(fts, 0);
 }
 
+/// Vectors written as f32 before schema 6 stay readable after the migration and rank exactly
+/// as the int8 rows written since (a search quantizes both the same way), in a quarter of the
+/// bytes for the new ones.
+#[test]
+fn f32_vectors_from_before_version_6_rank_as_int8_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new) = (dir.path().join("old.db"), dir.path().join("new.db"));
+    let mut seed = 3u64;
+    let mut noise = || {
+        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((seed >> 33) as f32 / (1u64 << 31) as f32) - 0.5
+    };
+    let rows: Vec<(Vec<f32>, Vec<Vec<f32>>)> = (0..30)
+        .map(|i| {
+            let whole: Vec<f32> = (0..16).map(|_| noise()).collect();
+            let sentences = (0..i % 3).map(|_| (0..16).map(|_| noise()).collect()).collect();
+            (whole, sentences)
+        })
+        .collect();
+    let f32_bytes =
+        |vs: &[&Vec<f32>]| -> Vec<u8> { vs.iter().flat_map(|v| v.iter()).flat_map(|x| x.to_le_bytes()).collect() };
+    {
+        // A version-5 store, its vectors as that version wrote them.
+        let c = rusqlite::Connection::open(&old).unwrap();
+        crate::schema::migrate(&c, "old.db", 5).unwrap();
+        c.execute("INSERT INTO conversations (id, name) VALUES (1, 'c')", []).unwrap();
+        for (i, (whole, sentences)) in rows.iter().enumerate() {
+            let body = serde_json::to_string(&turn(&format!("t{i}"), "text")).unwrap();
+            c.execute(
+                "INSERT INTO turns (id, conversation, seq, turn_id, ts, body) VALUES (?1, 1, ?2, ?3, NULL, ?4)",
+                rusqlite::params![i as i64 + 1, i as i64, format!("t{i}"), body],
+            )
+            .unwrap();
+            let sentences = (!sentences.is_empty()).then(|| f32_bytes(&sentences.iter().collect::<Vec<_>>()));
+            c.execute(
+                "INSERT INTO vectors (conversation, turn, data, sentences) VALUES (1, ?1, ?2, ?3)",
+                rusqlite::params![i as i64 + 1, f32_bytes(&[whole]), sentences],
+            )
+            .unwrap();
+        }
+    }
+    let fresh = SqliteStore::open(&new).unwrap();
+    for (i, (whole, sentences)) in rows.iter().enumerate() {
+        let v = TurnVectors { whole, sentences };
+        fresh.append_with("c", &turn(&format!("t{i}"), "text"), Some(v)).unwrap();
+    }
+    let migrated = SqliteStore::open(&old).unwrap();
+    for k in 0..10 {
+        let q = RecallQuery { text: String::new(), k: 10, embedding: Some(rows[k * 3].0.clone()), time_range: None };
+        let (a, b) = (ids(&migrated.search("c", &q).unwrap()), ids(&fresh.search("c", &q).unwrap()));
+        assert_eq!(a, b, "query {k}");
+        assert_eq!(a[0], format!("t{}", k * 3));
+    }
+    let c = rusqlite::Connection::open(&new).unwrap();
+    let (encoding, len): (i64, i64) =
+        c.query_row("SELECT encoding, length(data) FROM vectors LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+    assert_eq!((encoding, len), (1, 16 + 4));
+}
+
 #[test]
 fn fusion_prefers_agreement_and_breaks_ties_by_row() {
     let fused = fuse(&[&[1, 2, 3], &[3, 4]]);

@@ -58,28 +58,33 @@ impl VectorIndex {
         self.dim.div_ceil(64)
     }
 
-    /// Adds a row: its whole-text vector and its sentences' (end to end, possibly none). The
+    /// Adds a row: its whole-text vector and its sentences' (possibly none), quantized. The
     /// first row sets the dimensions; a row of other dimensions is refused with a message.
-    pub(crate) fn add(&mut self, id: i64, time: Option<i64>, whole: &[f32], sentences: &[f32]) -> Result<(), String> {
+    pub(crate) fn add(
+        &mut self,
+        id: i64,
+        time: Option<i64>,
+        whole: &search::Quantized,
+        sentences: &[search::Quantized],
+    ) -> Result<(), String> {
         if self.rows.is_empty() && self.dim == 0 {
-            self.dim = whole.len();
+            self.dim = whole.values.len();
         }
-        if whole.is_empty() || whole.len() != self.dim {
-            return Err(format!("a vector of {} dimensions, others {}", whole.len(), self.dim));
+        if whole.values.is_empty() || whole.values.len() != self.dim {
+            return Err(format!("a vector of {} dimensions, others {}", whole.values.len(), self.dim));
         }
-        if !sentences.len().is_multiple_of(self.dim) {
-            return Err(format!("sentence vectors of {} numbers, not a multiple of {}", sentences.len(), self.dim));
+        if let Some(s) = sentences.iter().find(|s| s.values.len() != self.dim) {
+            return Err(format!("a sentence vector of {} dimensions, others {}", s.values.len(), self.dim));
         }
         let first_sentence = self.sentence_factors.len() as u32;
-        for s in sentences.chunks_exact(self.dim) {
-            let (s8, factor) = search::quantize(s);
-            self.sentences.extend_from_slice(&s8);
-            self.sentence_bits.extend(signs(s));
-            self.sentence_factors.push(factor);
+        for s in sentences {
+            self.sentences.extend_from_slice(&s.values);
+            self.sentence_bits.extend(signs(&s.values));
+            self.sentence_factors.push(s.factor);
         }
-        let (v8, factor) = search::quantize(whole);
-        self.data.extend_from_slice(&v8);
-        self.bits.extend(signs(whole));
+        self.data.extend_from_slice(&whole.values);
+        self.bits.extend(signs(&whole.values));
+        let factor = whole.factor;
         let sentence_count = self.sentence_factors.len() as u32 - first_sentence;
         self.rows.push(Row { id, time, factor, first_sentence, sentence_count });
         Ok(())
@@ -153,13 +158,20 @@ impl VectorIndex {
 }
 
 /// The signs of a vector's components, 64 to a word.
-fn signs(v: &[f32]) -> impl Iterator<Item = u64> + '_ {
-    v.chunks(64).map(|chunk| chunk.iter().enumerate().fold(0u64, |w, (i, x)| w | (u64::from(*x > 0.0) << i)))
+/// One bit per component, set where it is positive, 64 to a word: of a query's f32s or a
+/// stored vector's int8s (where a component that rounds to zero counts as not positive).
+fn signs<T: Copy + PartialOrd + Default>(v: &[T]) -> impl Iterator<Item = u64> + '_ {
+    v.chunks(64).map(|chunk| chunk.iter().enumerate().fold(0u64, |w, (i, x)| w | (u64::from(*x > T::default()) << i)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn q(v: &[f32]) -> search::Quantized {
+        let (values, factor) = search::quantize(v);
+        search::Quantized { values, factor }
+    }
 
     /// Deterministic pseudo-random numbers in [-0.5, 0.5).
     fn noise(seed: &mut u64) -> f32 {
@@ -178,7 +190,8 @@ mod tests {
             // Every third row has two sentence vectors.
             let sentences: Vec<f32> =
                 if i % 3 == 0 { (0..2 * dim).map(|_| noise(&mut seed)).collect() } else { vec![] };
-            index.add(i, Some(i), &whole, &sentences).unwrap();
+            let parts: Vec<search::Quantized> = sentences.chunks(dim).map(q).collect();
+            index.add(i, Some(i), &q(&whole), &parts).unwrap();
             stored.push((whole, sentences));
         }
         let mut agree = 0;
@@ -208,9 +221,9 @@ mod tests {
     #[test]
     fn refuses_vectors_of_other_dimensions() {
         let mut index = VectorIndex::default();
-        index.add(1, None, &[1.0, 0.0], &[]).unwrap();
-        assert!(index.add(2, None, &[1.0, 0.0, 0.0], &[]).is_err());
-        assert!(index.add(3, None, &[1.0, 0.0], &[1.0, 0.0, 1.0]).is_err());
+        index.add(1, None, &q(&[1.0, 0.0]), &[]).unwrap();
+        assert!(index.add(2, None, &q(&[1.0, 0.0, 0.0]), &[]).is_err());
+        assert!(index.add(3, None, &q(&[1.0, 0.0]), &[q(&[1.0, 0.0, 1.0])]).is_err());
         assert!(index.search(&[1.0, 0.0, 0.0], 5, |_| true, EXACT_UP_TO).is_empty());
         assert_eq!(index.search(&[1.0, 0.0], 5, |_| true, EXACT_UP_TO), [1]);
     }
