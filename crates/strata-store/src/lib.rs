@@ -22,7 +22,7 @@ mod vectors;
 #[cfg(feature = "postgres")]
 pub use pg::{PgStore, PG_SCHEMA_VERSION};
 pub use schema::SCHEMA_VERSION;
-pub use search::{civil_date, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K};
+pub use search::{as_stored, civil_date, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K};
 pub use sqlite::{SqliteStore, StoredSummary};
 
 #[cfg(test)]

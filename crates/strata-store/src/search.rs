@@ -160,6 +160,21 @@ pub(crate) struct Quantized {
     pub(crate) factor: f32,
 }
 
+impl Quantized {
+    /// Back to f32, at unit length: what cosine comparisons of stored vectors see.
+    pub(crate) fn unit(&self) -> Vec<f32> {
+        self.values.iter().map(|&x| f32::from(x) * self.factor).collect()
+    }
+}
+
+/// A vector as the store gives it back (int8, at unit length): what a reader of the store
+/// sees, so that a memory that keeps vectors in RAM can hold exactly what a reopened one
+/// reads, and both decide alike.
+pub fn as_stored(v: &[f32]) -> Vec<f32> {
+    let (values, factor) = quantize(v);
+    Quantized { values, factor }.unit()
+}
+
 /// `vectors.encoding` 1, written since schema 6: per vector its factor (a little-endian f32),
 /// then its int8 components; several vectors end to end. A search quantizes every vector to
 /// int8 anyway, so this loses nothing it uses, at a quarter of the bytes of f32.

@@ -252,6 +252,35 @@ impl SqliteStore {
         Ok(out)
     }
 
+    /// Each turn's whole-text vector in order, as [`crate::as_stored`] gives it (empty for a
+    /// turn stored without one): what a reopened memory detects topic shifts with.
+    pub fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT t.seq, v.data, v.encoding FROM turns t JOIN conversations c ON c.id = t.conversation
+                 LEFT JOIN vectors v ON v.turn = t.id WHERE c.name = ?1 ORDER BY t.seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([conversation]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let seq: i64 = row.get(0).map_err(|e| self.err(e))?;
+            let data: Option<Vec<u8>> = row.get(1).map_err(|e| self.err(e))?;
+            let Some(data) = data else {
+                out.push(Vec::new());
+                continue;
+            };
+            let encoding: i64 = row.get(2).map_err(|e| self.err(e))?;
+            let v = search::decode_vectors(&data, encoding, None).map_err(|message| StoreError::Corrupt {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: vector of the turn at position {seq}: {message}"),
+            })?;
+            out.push(v[0].unit());
+        }
+        Ok(out)
+    }
+
     fn decode(&self, conversation: &str, seq: i64, body: &str) -> Result<Turn, StoreError> {
         serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
             location: self.location.clone(),

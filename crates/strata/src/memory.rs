@@ -179,6 +179,10 @@ impl Memory {
         let mut tiers = store.tiers(&config.conversation)?;
         tiers.resize(turns.len(), Tier::Hot);
         let finished = worker::from_stored(store.summaries(&config.conversation)?);
+        // The vectors stored with the turns, for topic detection (another handle may have
+        // appended since the turns were read: one per turn read).
+        let mut vectors = store.whole_vectors(&config.conversation)?;
+        vectors.resize(turns.len(), Vec::new());
         let worker = Worker::start(
             worker::Context {
                 store: store.clone(),
@@ -191,7 +195,7 @@ impl Memory {
         let mut memory = Memory {
             sessions: Vec::new(),
             recalled_tokens: Vec::new(),
-            vectors: vec![Vec::new(); turns.len()],
+            vectors,
             config,
             parts,
             store,
@@ -205,9 +209,6 @@ impl Memory {
             last_plan: None,
             notes: Vec::new(),
         };
-        // Vectors are in the store but not needed here except for topic detection; embedding
-        // again would cost a model call per turn, so a reopened memory detects topics by cue
-        // phrases and time gaps until new turns arrive.
         recall::extend_sessions(&mut memory.sessions, memory.history.turns(), memory.config.recall.session_gap_seconds);
         memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
         memory.topic_starts = memory.detect_topics();
@@ -233,6 +234,13 @@ impl Memory {
 
     pub fn tiers(&self) -> &[Tier] {
         &self.tiers
+    }
+
+    /// Where topics start (turn positions), as last detected: by embedding similarity when
+    /// every turn has a vector (a reopened memory reads them from the store), cue phrases and
+    /// time gaps.
+    pub fn topic_starts(&self) -> &[usize] {
+        &self.topic_starts
     }
 
     pub fn store(&self) -> &Arc<SqliteStore> {
@@ -267,7 +275,9 @@ impl Memory {
             self.history.truncate(self.history.len() - 1);
             return Err(e.into());
         }
-        self.vectors.push(vector.unwrap_or_default());
+        // Held as the store gives it back, so that this memory and a reopened one detect the
+        // same topics.
+        self.vectors.push(vector.map(|v| strata_store::as_stored(&v)).unwrap_or_default());
         let i = self.history.len() - 1;
         recall::extend_sessions(&mut self.sessions, self.history.turns(), self.config.recall.session_gap_seconds);
         let cost = self.count_recalled(i);

@@ -136,6 +136,58 @@ fn turns_tiers_and_summaries_survive_reopening() {
     assert_eq!(m.context(300, None).unwrap(), ctx);
 }
 
+/// Topic shifts found by similarity (no pauses, no cue phrases) are the same for a memory
+/// that was closed and reopened halfway as for one that saw every turn live: the reopened one
+/// reads the vectors stored with the turns, and the live one holds them as the store does.
+#[test]
+fn a_reopened_memory_detects_the_same_topics() {
+    let topics = [
+        ["postgres index", "vacuum the postgres table", "query planner and index scans", "postgres index bloat"],
+        ["tomato garden soil", "water the tomato plants", "garden soil compost", "tomato seedlings in the garden"],
+        ["guitar chords practice", "practice guitar scales", "chords for the song", "guitar song strumming practice"],
+    ];
+    let mut turns = Vec::new();
+    for (k, topic) in topics.iter().enumerate() {
+        for (i, text) in topic.iter().cycle().take(8).enumerate() {
+            let ts = T0 + 60 * (k * 8 + i) as i64;
+            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            turns.push(
+                Turn::new(format!("t{k}-{i}"), role, format!("About the {text}, as discussed."))
+                    .with_timestamp(Timestamp(ts)),
+            );
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(2000);
+    c.path = Some(dir.path().join("live.db"));
+    let mut live = Memory::open(c, parts(None)).unwrap();
+    for t in &turns {
+        live.push(t.clone()).unwrap();
+    }
+    let starts = live.topic_starts().to_vec();
+    assert!(starts.contains(&8) && starts.contains(&16), "the topics are found by similarity: {starts:?}");
+    let mut half = Memory::open(config(2000), parts(None)).unwrap();
+    for t in &turns[..12] {
+        half.push(t.clone()).unwrap();
+    }
+    let mut c = config(2000);
+    c.path = Some(dir.path().join("reopened.db"));
+    {
+        let mut m = Memory::open(c.clone(), parts(None)).unwrap();
+        for t in &turns[..12] {
+            m.push(t.clone()).unwrap();
+        }
+    }
+    let mut m = Memory::open(c, parts(None)).unwrap();
+    assert!(half.topic_starts().contains(&8));
+    assert_eq!(m.topic_starts(), half.topic_starts());
+    for t in &turns[12..] {
+        m.push(t.clone()).unwrap();
+    }
+    assert_eq!(m.topic_starts(), live.topic_starts());
+    assert_eq!(m.tiers(), live.tiers());
+}
+
 #[test]
 fn a_bad_turn_is_refused_and_not_stored() {
     let mut m = open(2000, None);
