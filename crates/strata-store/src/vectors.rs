@@ -157,7 +157,6 @@ impl VectorIndex {
     }
 }
 
-/// The signs of a vector's components, 64 to a word.
 /// One bit per component, set where it is positive, 64 to a word: of a query's f32s or a
 /// stored vector's int8s (where a component that rounds to zero counts as not positive).
 fn signs<T: Copy + PartialOrd + Default>(v: &[T]) -> impl Iterator<Item = u64> + '_ {
