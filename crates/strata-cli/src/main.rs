@@ -3,8 +3,8 @@
 //!
 //! Exit status: 0 on success, 2 for bad input (a file that does not load, an unknown strategy
 //! or tokenizer, a bad config, model weights that are missing or not the pinned ones), 1 for
-//! anything else. Output is built whole in memory and
-//! written at the end, so a failure never leaves half an answer on stdout.
+//! anything else. Output is built whole in memory and written at the end, so a failure never
+//! leaves half an answer on stdout.
 
 mod compress;
 mod eval;
