@@ -137,7 +137,7 @@ impl GgufGenerator {
     /// As [`GgufGenerator::load`], with the implementation chosen.
     pub fn load_with(path: &Path, model_id: &str, backend: Backend) -> Result<GgufGenerator, ModelError> {
         let err = |message: String| ModelError::Load { path: path.to_path_buf(), message };
-        let mut file = std::fs::File::open(path).map_err(|_| ModelError::Missing { path: path.to_path_buf() })?;
+        let mut file = std::fs::File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
         let content = gguf_file::Content::read(&mut file).map_err(|e| err(format!("not a GGUF file: {e}")))?;
         let meta_str = |key: &str| content.metadata.get(key).and_then(|v| v.to_string().ok()).cloned();
         let arch = meta_str("general.architecture").ok_or_else(|| err("no general.architecture".into()))?;
