@@ -263,15 +263,13 @@ impl Decoder {
         }
     }
 
-    fn rope(&self, x: &Tensor, pos: usize) -> candle_core::Result<Tensor> {
-        let t = x.dim(2)?;
-        let half = self.head_dim / 2;
-        let cos = Tensor::from_slice(&self.cos[pos * half..(pos + t) * half], (t, half), &self.device)?;
-        let sin = Tensor::from_slice(&self.sin[pos * half..(pos + t) * half], (t, half), &self.device)?;
+    /// Rotates `x` (`(1, heads, t, d)`) by the angles of its positions, `(cos, sin)` as
+    /// `(t, d/2)` tables.
+    fn rope(&self, x: &Tensor, (cos, sin): &(Tensor, Tensor)) -> candle_core::Result<Tensor> {
         if self.cfg.neox {
-            candle_nn::rotary_emb::rope(&x.contiguous()?, &cos, &sin)
+            candle_nn::rotary_emb::rope(&x.contiguous()?, cos, sin)
         } else {
-            candle_nn::rotary_emb::rope_i(&x.contiguous()?, &cos, &sin)
+            candle_nn::rotary_emb::rope_i(&x.contiguous()?, cos, sin)
         }
     }
 
@@ -311,6 +309,12 @@ impl Decoder {
         let group = heads / kv_heads;
         // One mask row per query head of a group, built once for all layers.
         let mask = Tensor::from_vec(m, (t, pos + t), &dev)?.repeat((group, 1))?.reshape((1, 1, group * t, pos + t))?;
+        // The chunk's rotation angles, also built once for all layers.
+        let half = d / 2;
+        let angles = (
+            Tensor::from_slice(&self.cos[pos * half..(pos + t) * half], (t, half), &dev)?,
+            Tensor::from_slice(&self.sin[pos * half..(pos + t) * half], (t, half), &dev)?,
+        );
         for li in 0..self.layers.len() {
             let layer = &self.layers[li];
             let h = candle_nn::ops::rms_norm(&x, &Tensor::from_slice(&layer.attn_norm, hidden, &dev)?, eps)?;
@@ -321,8 +325,8 @@ impl Decoder {
             let split = |at: usize, n: usize| -> candle_core::Result<Tensor> {
                 qkv.narrow(1, at * d, n * d)?.contiguous()?.reshape((t, n, d))?.transpose(0, 1)?.contiguous()
             };
-            let q = self.rope(&split(0, heads)?.unsqueeze(0)?, pos)?;
-            let k = self.rope(&split(heads, kv_heads)?.unsqueeze(0)?, pos)?;
+            let q = self.rope(&split(0, heads)?.unsqueeze(0)?, &angles)?;
+            let k = self.rope(&split(heads, kv_heads)?.unsqueeze(0)?, &angles)?;
             let v = split(heads + kv_heads, kv_heads)?;
             let (kv, vv): (Vec<f32>, Vec<f32>) = (k.flatten_all()?.to_vec1()?, v.flatten_all()?.to_vec1()?);
             self.layers[li].cache.append(&kv, &vv, t);

@@ -47,10 +47,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
     let config = crate::input::strategy_config(args.config.as_deref())?;
     // Input first: a transcript that does not load is reported before a model is opened.
     let loaded = load(&args.input)?;
-    let generator = match &args.model {
-        Some(name) => Some(crate::models::generator(name, &crate::models::dir(args.models_dir.as_deref()))?),
-        None => None,
-    };
+    let generator = crate::models::generator(args.model.as_deref(), args.models_dir.as_deref())?;
     let strategy = strata_strategies::build(&args.strategy, &config, generator)?;
     let mut contexts = Vec::new();
     let mut explain = String::new();

@@ -135,10 +135,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     let loaded = load(&args.input)?;
     let store = open_store(&args.store.db, true)?;
     let embedder = embedder(&args.store)?;
-    let generator = match &args.model {
-        Some(name) => Some(crate::models::generator(name, &crate::models::dir(args.store.models_dir.as_deref()))?),
-        None => None,
-    };
+    let generator = crate::models::generator(args.model.as_deref(), args.store.models_dir.as_deref())?;
     let mut summary = String::new();
     let mut stdout = std::io::stdout().lock();
     for c in &loaded.conversations {

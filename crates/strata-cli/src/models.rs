@@ -22,9 +22,11 @@ pub(crate) fn minilm(models: &Path) -> Result<Arc<dyn Embedder>> {
     Ok(Arc::new(CachedEmbedder::open(model, &models.join(".cache"))?))
 }
 
-/// A local chat model (`qwen`, `smollm2` or a GGUF path), its answers cached on disk under
-/// the models folder.
-pub(crate) fn generator(name: &str, models: &Path) -> Result<Arc<dyn Generator>> {
-    let g = strata_candle::load_generator(name, models)?;
-    Ok(Arc::new(CachedGenerator::open(g, &models.join(".cache"))?))
+/// The local chat model `--model` names (`qwen`, `smollm2` or a GGUF path), if any, from
+/// `--models-dir` (see [`dir`]); its answers are cached on disk under the models folder.
+pub(crate) fn generator(name: Option<&str>, models_dir: Option<&Path>) -> Result<Option<Arc<dyn Generator>>> {
+    let Some(name) = name else { return Ok(None) };
+    let models = dir(models_dir);
+    let g = strata_candle::load_generator(name, &models)?;
+    Ok(Some(Arc::new(CachedGenerator::open(g, &models.join(".cache"))?)))
 }

@@ -51,10 +51,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
     }
     let loaded = load(&args.input)?;
     let config = ExtractiveConfig { ratio: args.ratio, profile, ..ExtractiveConfig::default() };
-    let generator = match &args.model {
-        Some(name) => Some(crate::models::generator(name, &crate::models::dir(args.models_dir.as_deref()))?),
-        None => None,
-    };
+    let generator = crate::models::generator(args.model.as_deref(), args.models_dir.as_deref())?;
     let mut out = String::new();
     for c in &loaded.conversations {
         match &generator {
