@@ -4,7 +4,10 @@
 //! fetch-models`) and python3 with pip: the bench installs llama-cpp-python itself (a source
 //! build of about 8 minutes the first time; pip keeps the wheel).
 //!
-//! Prints prompt and generated tokens per second for both, and the ratios.
+//! Prints prompt and generated tokens per second for both, and the ratios. `STRATA_BENCH_PROMPT`
+//! sets the prompt's length in tokens (default 1,000): attention's share of a generated token
+//! grows with it. `STRATA_BENCH_QUICK` times our engine alone; `STRATA_BENCH_STOCK=0` leaves out
+//! candle-transformers (the slowest, about 10 minutes of a 3,000-token run).
 
 #![allow(clippy::print_stdout)]
 
@@ -21,9 +24,9 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// A summary prompt over a conversation from the committed probe set, cut to about 1,000
+/// A summary prompt over a conversation from the committed probe set, cut to about `tokens`
 /// tokens of this model's tokenizer.
-fn prompt(g: &GgufGenerator, root: &Path) -> Vec<u32> {
+fn prompt(g: &GgufGenerator, root: &Path, tokens: usize) -> Vec<u32> {
     let text = std::fs::read_to_string(root.join("datasets/probes/probes.jsonl")).expect("the probe set");
     let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
     let mut transcript = String::new();
@@ -41,11 +44,11 @@ fn prompt(g: &GgufGenerator, root: &Path) -> Vec<u32> {
             },
         ]);
         let ids = g.encode(&rendered).unwrap();
-        if ids.len() >= 1000 {
+        if ids.len() >= tokens {
             return ids;
         }
     }
-    panic!("the conversation is shorter than 1,000 tokens");
+    panic!("the conversation is shorter than {tokens} tokens");
 }
 
 fn main() {
@@ -53,6 +56,10 @@ fn main() {
     let models = std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"));
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let quick = std::env::var_os("STRATA_BENCH_QUICK").is_some();
+    let tokens = match std::env::var("STRATA_BENCH_PROMPT") {
+        Ok(v) => v.parse().unwrap_or_else(|_| panic!("STRATA_BENCH_PROMPT={v} is not a number of tokens")),
+        Err(_) => 1000,
+    };
     if !quick {
         strata_benches::pip_install(
             &["llama-cpp-python==0.3.36"],
@@ -62,7 +69,7 @@ fn main() {
     println!("| model | engine | prompt tokens/s | generated tokens/s | ratio prompt | ratio generated |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
     for spec in [SMOLLM2_135M, QWEN_CODER_05B] {
-        bench(&spec, &models, &root, threads, quick);
+        bench(&spec, &models, &root, threads, quick, tokens);
     }
 }
 
@@ -87,11 +94,11 @@ fn same_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, quick: bool) {
+fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, quick: bool, tokens: usize) {
     let path = models.join(spec.folder).join(spec.files[0].name);
     strata_candle::verify(&models.join(spec.folder), spec).unwrap_or_else(|e| panic!("{e}"));
     let ours = GgufGenerator::load_with(&path, spec.folder, Backend::Int8).unwrap();
-    let ids = prompt(&ours, root);
+    let ids = prompt(&ours, root, tokens);
     let (ip, it, int8_ids) = time_candle(&ours, &ids);
     drop(ours);
     let name = format!("{} ({} prompt tokens)", spec.folder, ids.len());
@@ -100,9 +107,10 @@ fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, quick: bo
         println!("| {name} | strata-candle int8 | {ip:.1} | {it:.1} | | |");
         return;
     }
-    let stock = GgufGenerator::load_with(&path, spec.folder, Backend::Candle).unwrap();
-    let (cp, ct, candle_ids) = time_candle(&stock, &ids);
-    drop(stock);
+    let stock = (std::env::var("STRATA_BENCH_STOCK").as_deref() != Ok("0")).then(|| {
+        let g = GgufGenerator::load_with(&path, spec.folder, Backend::Candle).unwrap();
+        time_candle(&g, &ids)
+    });
     let tmp = std::env::temp_dir().join(format!("strata-gen-bench-{}.json", std::process::id()));
     std::fs::write(&tmp, serde_json::to_string(&ids).unwrap()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("generate/llama_reference.py");
@@ -122,11 +130,16 @@ fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, quick: bo
         (report["prompt_tokens_per_s"].as_f64().unwrap(), report["generated_tokens_per_s"].as_f64().unwrap());
     let llama_ids: Vec<u32> = report["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
     println!("| {name} | strata-candle int8 | {ip:.1} | {it:.1} | {:.2} | {:.2} |", ip / lp, it / lt);
-    println!("| | candle-transformers quantized | {cp:.1} | {ct:.1} | {:.2} | {:.2} |", cp / lp, ct / lt);
+    if let Some((cp, ct, _)) = &stock {
+        println!("| | candle-transformers quantized | {cp:.1} | {ct:.1} | {:.2} | {:.2} |", cp / lp, ct / lt);
+    }
     println!("| | llama.cpp (llama-cpp-python 0.3.36) | {lp:.1} | {lt:.1} | 1.00 | 1.00 |");
+    let stock_shared = match &stock {
+        Some((_, _, candle_ids)) => format!(", candle-transformers {}", same_prefix(candle_ids, &llama_ids)),
+        None => String::new(),
+    };
     println!(
-        "| | greedy tokens shared with llama.cpp before the first difference | int8 {}, candle-transformers {} of {GENERATE} | | | |",
+        "| | greedy tokens shared with llama.cpp before the first difference | int8 {}{stock_shared} of {GENERATE} | | | |",
         same_prefix(&int8_ids, &llama_ids),
-        same_prefix(&candle_ids, &llama_ids)
     );
 }

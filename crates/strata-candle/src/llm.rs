@@ -354,7 +354,6 @@ impl Decoder {
         let d = self.head_dim;
         let (nq, nkv) = (heads * d, kv_heads * d);
         let group = heads / kv_heads;
-        let scale = 1.0 / (d as f32).sqrt();
         let half = d / 2;
         let (cos, sin) = (&self.cos[pos * half..][..half], &self.sin[pos * half..][..half]);
         let neox = self.cfg.neox;
@@ -371,25 +370,7 @@ impl Decoder {
             }
             // Keys and values of one position are already `[head][1][d]` blocks.
             layer.cache.append(&qkv[nq..nq + nkv], &qkv[nq + nkv..], 1);
-            let q = &qkv[..nq];
-            let cache = &layer.cache;
-            // Each query head reads its key-value head's rows in order; heads run in parallel.
-            att.par_chunks_mut(d).enumerate().for_each(|(head, out)| {
-                let (keys, values) = cache.head(head / group);
-                let q = &q[head * d..][..d];
-                let mut scores: Vec<f32> = keys.chunks_exact(d).map(|k| dot(q, k) * scale).collect();
-                let max = scores.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
-                let mut sum = 0f32;
-                for s in &mut scores {
-                    *s = (*s - max).exp();
-                    sum += *s;
-                }
-                out.fill(0.0);
-                for (p, v) in scores.iter().zip(values.chunks_exact(d)) {
-                    let w = p / sum;
-                    out.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
-                }
-            });
+            attend(&qkv[..nq], &layer.cache, group, &mut att);
             let o = layer.o.matmul(&att, 1);
             x.iter_mut().zip(&o).for_each(|(x, o)| *x += o);
             let h = rms_norm(&x, &layer.ffn_norm, eps);
@@ -408,6 +389,76 @@ impl Decoder {
     /// The final norm and the output projection, for one position.
     fn logits(&self, x: Vec<f32>) -> Vec<f32> {
         self.output.matmul(&rms_norm(&x, &self.norm, self.cfg.eps), 1)
+    }
+}
+
+/// Cached positions per attention task: a fixed size, so the sums (and the generated tokens) do
+/// not depend on the machine's thread count.
+const ATTEND_BLOCK: usize = 256;
+
+/// One task's share of a group's attention: per query head the largest score, the sum of
+/// `exp(score − max)` and the values weighted by it, over one block of positions.
+struct Partial {
+    max: Vec<f32>,
+    sum: Vec<f32>,
+    out: Vec<f32>,
+}
+
+/// Grouped-query attention of one new position (`q`, `[head][d]`, rotated) over `cache`, into
+/// `att`. A task is one key-value head's group of query heads over one block of positions:
+/// each cached key and value row is read once for its whole group (Qwen 0.5B: seven query
+/// heads share a row) instead of once per query head, and long caches still split into enough
+/// tasks for every thread. The blocks are merged as in split softmax ("flash decoding").
+fn attend(q: &[f32], cache: &Kv, group: usize, att: &mut [f32]) {
+    let (d, len) = (cache.d, cache.len);
+    let scale = 1.0 / (d as f32).sqrt();
+    let blocks = len.div_ceil(ATTEND_BLOCK).max(1);
+    let partials: Vec<Partial> = (0..cache.heads * blocks)
+        .into_par_iter()
+        .map(|task| {
+            let (kv, b) = (task / blocks, task % blocks);
+            let (keys, values) = cache.head(kv);
+            let span = b * ATTEND_BLOCK..((b + 1) * ATTEND_BLOCK).min(len);
+            let n = span.len();
+            let queries = &q[kv * group * d..][..group * d];
+            // `scores[g * n + p]`: query head g of the group against the block's position p.
+            let mut scores = vec![0f32; group * n];
+            for (p, k) in keys[span.start * d..span.end * d].chunks_exact(d).enumerate() {
+                for (g, q) in queries.chunks_exact(d).enumerate() {
+                    scores[g * n + p] = dot(q, k) * scale;
+                }
+            }
+            let (mut max, mut sum) = (vec![f32::NEG_INFINITY; group], vec![0f32; group]);
+            for (g, row) in scores.chunks_exact_mut(n.max(1)).enumerate() {
+                max[g] = row.iter().fold(f32::NEG_INFINITY, |m, &s| m.max(s));
+                for s in row.iter_mut() {
+                    *s = (*s - max[g]).exp();
+                    sum[g] += *s;
+                }
+            }
+            let mut out = vec![0f32; group * d];
+            for (p, v) in values[span.start * d..span.end * d].chunks_exact(d).enumerate() {
+                for (g, o) in out.chunks_exact_mut(d).enumerate() {
+                    let w = scores[g * n + p];
+                    o.iter_mut().zip(v).for_each(|(o, v)| *o += w * v);
+                }
+            }
+            Partial { max, sum, out }
+        })
+        .collect();
+    for (kv, parts) in partials.chunks_exact(blocks).enumerate() {
+        for g in 0..group {
+            let top = parts.iter().fold(f32::NEG_INFINITY, |m, p| m.max(p.max[g]));
+            let o = &mut att[(kv * group + g) * d..][..d];
+            o.fill(0.0);
+            let mut total = 0f32;
+            for p in parts {
+                let w = (p.max[g] - top).exp();
+                total += w * p.sum[g];
+                o.iter_mut().zip(&p.out[g * d..][..d]).for_each(|(o, v)| *o += w * v);
+            }
+            o.iter_mut().for_each(|o| *o /= total);
+        }
     }
 }
 
