@@ -46,6 +46,8 @@ enum Command {
     Recall(memory::RecallArgs),
     /// Print the context the tiered memory builds from a store within a budget.
     Context(memory::ContextArgs),
+    /// Rewrite a store's vectors from before schema 6 (f32) as int8 and shrink the file.
+    Compact(memory::CompactArgs),
 }
 
 /// An error caused by what the user gave us; exits with status 2.
@@ -91,6 +93,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => memory::replay(*args),
         Command::Recall(args) => memory::recall(args),
         Command::Context(args) => memory::context(args),
+        Command::Compact(args) => memory::compact(args),
     };
     match result {
         Ok(out) => {

@@ -59,6 +59,13 @@ pub(crate) struct RecallArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub(crate) struct CompactArgs {
+    /// The store file (SQLite).
+    #[arg(long = "db", value_name = "PATH")]
+    path: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
 pub(crate) struct ContextArgs {
     #[command(flatten)]
     store: Store,
@@ -210,6 +217,20 @@ pub(crate) fn recall(args: RecallArgs) -> Result<String> {
         out.push_str("no matching turns\n");
     }
     Ok(out)
+}
+
+/// Rewrites a store's f32 vectors (from before schema 6) as int8 and gives the freed pages
+/// back to the file system.
+pub(crate) fn compact(args: CompactArgs) -> Result<String> {
+    let store = open_store(&args.path, false)?;
+    let done = store.compact()?;
+    Ok(format!(
+        "{}: {} vector rows rewritten as int8; {} → {} bytes\n",
+        store.location(),
+        done.rewritten,
+        done.bytes_before,
+        done.bytes_after
+    ))
 }
 
 pub(crate) fn context(args: ContextArgs) -> Result<String> {

@@ -23,7 +23,7 @@ mod vectors;
 pub use pg::{PgStore, PG_SCHEMA_VERSION};
 pub use schema::SCHEMA_VERSION;
 pub use search::{as_stored, civil_date, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K};
-pub use sqlite::{SqliteStore, StoredSummary};
+pub use sqlite::{Compacted, SqliteStore, StoredSummary};
 
 #[cfg(test)]
 mod tests;

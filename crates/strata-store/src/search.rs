@@ -185,11 +185,23 @@ pub(crate) const ENCODING_F32: i64 = 0;
 
 /// Vectors in [`ENCODING_INT8`], end to end.
 pub(crate) fn encode_vectors<'a>(vs: impl IntoIterator<Item = &'a [f32]>) -> Vec<u8> {
+    let quantized: Vec<Quantized> = vs
+        .into_iter()
+        .map(|v| {
+            let (values, factor) = quantize(v);
+            Quantized { values, factor }
+        })
+        .collect();
+    encode_quantized(&quantized)
+}
+
+/// Quantized vectors in [`ENCODING_INT8`], end to end: what [`encode_vectors`] writes for the
+/// vectors they were quantized from.
+pub(crate) fn encode_quantized(vs: &[Quantized]) -> Vec<u8> {
     let mut out = Vec::new();
     for v in vs {
-        let (values, factor) = quantize(v);
-        out.extend_from_slice(&factor.to_le_bytes());
-        out.extend(values.iter().map(|&x| x as u8));
+        out.extend_from_slice(&v.factor.to_le_bytes());
+        out.extend(v.values.iter().map(|&x| x as u8));
     }
     out
 }

@@ -27,6 +27,21 @@ pub struct StoredSummary {
     pub sources: Vec<String>,
 }
 
+/// What [`SqliteStore::compact`] did: vector rows rewritten from f32 to int8, and the
+/// database's size (pages × page size) before and after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compacted {
+    pub rewritten: u64,
+    pub bytes_before: u64,
+    pub bytes_after: u64,
+}
+
+fn file_bytes(conn: &Connection) -> rusqlite::Result<u64> {
+    let pages: i64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+    let size: i64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    Ok((pages * size) as u64)
+}
+
 /// The cold tier on SQLite: WAL journaling, synchronous commits, vectors per turn (its whole
 /// text and its sentences), and per-conversation indexes in memory (BM25 over stemmed words,
 /// the vectors in int8 with sign bits) built from the stored rows.
@@ -387,6 +402,51 @@ impl SqliteStore {
             });
         }
         Ok(out)
+    }
+
+    /// Rewrites the vectors that schema versions before 6 stored as f32 in the int8 encoding
+    /// written since (a quarter of the bytes; they rank exactly as before, since a search
+    /// quantizes them the same way), then `VACUUM`s so that the freed pages leave the file.
+    /// The rewrite is one transaction; `VACUUM` needs no other connection to be writing and
+    /// fails, with the file unchanged, while one is.
+    pub fn compact(&self) -> Result<Compacted, StoreError> {
+        let mut conn = self.conn();
+        let bytes_before = file_bytes(&conn).map_err(|e| self.err(e))?;
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let rows: Vec<(i64, Vec<u8>, Option<Vec<u8>>)> = {
+            let mut stmt = tx
+                .prepare("SELECT id, data, sentences FROM vectors WHERE encoding = ?1 ORDER BY id")
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map([search::ENCODING_F32], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .map_err(|e| self.err(e))?;
+            rows.collect::<Result<_, _>>().map_err(|e| self.err(e))?
+        };
+        for (id, data, sentences) in &rows {
+            let corrupt = |message: String| StoreError::Corrupt {
+                location: self.location.clone(),
+                message: format!("vectors row {id}: {message}"),
+            };
+            let whole = search::decode_vectors(data, search::ENCODING_F32, None).map_err(corrupt)?;
+            let dim = whole.first().map_or(0, |v| v.values.len());
+            let sentences = match sentences {
+                Some(s) => Some(search::encode_quantized(
+                    &search::decode_vectors(s, search::ENCODING_F32, Some(dim)).map_err(corrupt)?,
+                )),
+                None => None,
+            };
+            tx.execute(
+                "UPDATE vectors SET data = ?1, sentences = ?2, encoding = ?3 WHERE id = ?4",
+                params![search::encode_quantized(&whole), sentences, search::ENCODING_INT8, id],
+            )
+            .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        // Row ids are kept and the quantized values are the ones a search already computed
+        // from the f32 rows, so the cached index stays valid.
+        conn.execute_batch("VACUUM").map_err(|e| self.err(e))?;
+        let bytes_after = file_bytes(&conn).map_err(|e| self.err(e))?;
+        Ok(Compacted { rewritten: rows.len() as u64, bytes_before, bytes_after })
     }
 
     /// SQLite's full integrity check; `ok` when the file is sound.

@@ -429,6 +429,13 @@ fn replay_then_recall_and_context_from_the_store() {
     assert!(total <= 500, "{total}");
     assert!(blocks.iter().any(|b| b["kind"] == "recalled"));
     assert!(String::from_utf8_lossy(&ctx.stderr).contains("recalled"));
+
+    // A store written by this version has no f32 vectors to rewrite; compacting keeps every turn.
+    let compact = strata(&["compact", "--db", &db]);
+    assert!(compact.status.success(), "{}", String::from_utf8_lossy(&compact.stderr));
+    assert!(String::from_utf8_lossy(&compact.stdout).contains(": 0 vector rows rewritten as int8;"));
+    let again = strata(&["replay", &locomo(), conv, "conv-26", "--db", &db, "--embedder", "none"]);
+    assert!(String::from_utf8_lossy(&again.stdout).contains("(419 already stored)"));
 }
 
 #[test]
@@ -437,6 +444,7 @@ fn a_foreign_or_missing_store_is_refused_untouched() {
     for args in [
         vec!["recall", "--db", &path, "--embedder", "none", "x"],
         vec!["context", "--db", &path, "--embedder", "none", "--budget", "100"],
+        vec!["compact", "--db", &path],
     ] {
         let out = strata(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
