@@ -347,9 +347,21 @@ impl Memory {
     }
 
     fn rank(&self, question: &str) -> Result<Vec<(usize, f32)>, MemoryError> {
-        let embedding = match &self.parts.embedder {
-            Some(e) => e.embed(&[question]).ok().and_then(|mut v| v.pop()),
-            None => None,
+        let content =
+            recall::content_words(question, self.history.turns()).filter(|_| self.config.recall.content_query > 0.0);
+        // Both vectors in one model call; a failed call leaves the question to its words.
+        let (embedding, content) = match &self.parts.embedder {
+            Some(e) => {
+                let texts: Vec<&str> = std::iter::once(question).chain(content.as_deref()).collect();
+                match e.embed(&texts) {
+                    Ok(mut vs) if vs.len() == texts.len() => {
+                        let content = (vs.len() == 2).then(|| vs.pop()).flatten();
+                        (vs.pop(), content)
+                    }
+                    _ => (None, None),
+                }
+            }
+            None => (None, None),
         };
         recall::rank(
             &self.store,
@@ -358,6 +370,7 @@ impl Memory {
             &self.sessions,
             question,
             embedding,
+            content,
             &self.config.recall,
         )
     }

@@ -1,14 +1,20 @@
 //! Question-aware recall: the store's fused BM25 + embedding ranking, re-scored by each turn's
-//! neighbours in the same session and by the speaker the question names.
+//! neighbours in the same session and by the speaker the question names, and searched twice
+//! by meaning: with the question's vector and with its content words' vector.
 //!
 //! Why neighbours: in chat, the turn that answers a question is often the reply to the turn
 //! that matches it ("What did you adopt?" / "A puppy!"), so a turn's score borrows from the
-//! turns around it. Why sessions: neighbours across a long pause are unrelated.
+//! turns around it. Why sessions: neighbours across a long pause are unrelated. Why a second
+//! vector: a question's vector leans on its speaker's name and its question words, which every
+//! turn of that speaker shares (turns are embedded with their speaker's name); the vector of
+//! "activities partake" alone, for "What activities does Melanie partake in?", ranks turns by
+//! what the question asks about.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use strata_core::{RecallQuery, Turn};
 use strata_store::SqliteStore;
+use strata_summarize::text::is_stopword;
 
 use crate::memory::MemoryError;
 
@@ -22,11 +28,20 @@ pub struct RecallConfig {
     pub speaker_boost: f32,
     /// A pause at least this long starts a new session (seconds).
     pub session_gap_seconds: i64,
+    /// Weight of the ranking by the question's content words (see [`content_words`]) beside
+    /// the question's own, each scaled to its best score; 0 searches with the question only.
+    pub content_query: f32,
 }
 
 impl Default for RecallConfig {
     fn default() -> RecallConfig {
-        RecallConfig { depth: 100, neighbours: [0.5, 0.25], speaker_boost: 0.5, session_gap_seconds: 30 * 60 }
+        RecallConfig {
+            depth: 100,
+            neighbours: [0.5, 0.25],
+            speaker_boost: 0.5,
+            session_gap_seconds: 30 * 60,
+            content_query: 1.0,
+        }
     }
 }
 
@@ -43,8 +58,71 @@ pub(crate) fn extend_sessions(sessions: &mut Vec<u32>, turns: &[Turn], gap: i64)
     }
 }
 
-/// Turn positions for `question`, best first: every turn with a positive score.
+/// The question without its stopwords, question words and the conversation's speaker names:
+/// "When did Melanie paint a sunrise?" → "paint sunrise". `None` when nothing is left or
+/// nothing was removed (the second search would repeat the first).
+pub(crate) fn content_words(question: &str, turns: &[Turn]) -> Option<String> {
+    // Question words and the possessive's "s" that the shared stopword list does not hold.
+    const QUESTION: &[&str] = &["where", "why", "whom", "whose", "s"];
+    let speakers: BTreeSet<String> = turns
+        .iter()
+        .filter_map(|t| t.speaker.as_deref())
+        .flat_map(str::split_whitespace)
+        .map(str::to_lowercase)
+        .collect();
+    let words: Vec<&str> = question.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let kept: Vec<&str> = words
+        .iter()
+        .copied()
+        .filter(|w| {
+            let w = w.to_lowercase();
+            !is_stopword(&w) && !QUESTION.contains(&w.as_str()) && !speakers.contains(&w)
+        })
+        .collect();
+    (!kept.is_empty() && kept.len() < words.len()).then(|| kept.join(" "))
+}
+
+/// Turn positions for `question`, best first: every turn with a positive score. With
+/// `content` (the vector of the question's [`content_words`]), the ranking with the question's
+/// `embedding` and the one with `content` (both with the question's words for BM25) are each
+/// scaled to their best score and added, the second weighted by `config.content_query`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn rank(
+    store: &SqliteStore,
+    conversation: &str,
+    turns: &[Turn],
+    sessions: &[u32],
+    question: &str,
+    embedding: Option<Vec<f32>>,
+    content: Option<Vec<f32>>,
+    config: &RecallConfig,
+) -> Result<Vec<(usize, f32)>, MemoryError> {
+    let first = rank_one(store, conversation, turns, sessions, question, embedding, config)?;
+    match content {
+        Some(v) if config.content_query > 0.0 => {
+            let second = rank_one(store, conversation, turns, sessions, question, Some(v), config)?;
+            Ok(combine(&[(1.0, first), (config.content_query, second)]))
+        }
+        _ => Ok(first),
+    }
+}
+
+/// Weighted sum of rankings, each scaled to its best score; best first, ties by position.
+pub(crate) fn combine(rankings: &[(f32, Vec<(usize, f32)>)]) -> Vec<(usize, f32)> {
+    let mut total: BTreeMap<usize, f32> = BTreeMap::new();
+    for (weight, ranking) in rankings {
+        let Some(&(_, top)) = ranking.first() else { continue };
+        for &(i, s) in ranking {
+            *total.entry(i).or_default() += weight * s / top;
+        }
+    }
+    let mut out: Vec<(usize, f32)> = total.into_iter().collect();
+    out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    out
+}
+
+/// One search: the store's fused ranking re-scored by neighbours and the named speaker.
+fn rank_one(
     store: &SqliteStore,
     conversation: &str,
     turns: &[Turn],

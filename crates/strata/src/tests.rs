@@ -489,3 +489,34 @@ fn a_recalled_tool_call_comes_with_its_result_and_gaps_show() {
     assert_eq!(lines.iter().filter(|l| l.is_empty()).count(), 1 + gaps, "{}", block.content);
     assert!(block.source_ids.iter().any(|id| id == "r1") && block.source_ids.iter().any(|id| id == "a1"));
 }
+
+#[test]
+fn a_question_content_words_leave_out_question_words_stopwords_and_speakers() {
+    let spoken = |who: &str| {
+        let mut t = Turn::new(who, Role::User, "hi");
+        t.speaker = Some(who.to_string());
+        t
+    };
+    let turns = [spoken("Melanie Ortiz"), spoken("Caroline")];
+    let words = |q: &str| crate::recall::content_words(q, &turns);
+    assert_eq!(words("What activities does Melanie partake in?").as_deref(), Some("activities partake"));
+    assert_eq!(words("Where did Caroline's ORTIZ family move from?").as_deref(), Some("family move"));
+    assert_eq!(words("When did Melanie paint a sunrise?").as_deref(), Some("paint sunrise"));
+    // Nothing left, or nothing taken away: no second search.
+    assert_eq!(words("What did Caroline do?"), None);
+    assert_eq!(words("paint sunrise"), None);
+}
+
+#[test]
+fn rankings_combine_scaled_to_their_best_score() {
+    let first = vec![(3, 0.04), (1, 0.02), (7, 0.01)];
+    let second = vec![(1, 2.0), (5, 1.0)];
+    let all = crate::recall::combine(&[(1.0, first.clone()), (1.0, second)]);
+    // 1: 0.5 + 1.0; 3: 1.0; 5: 0.5; 7: 0.25.
+    assert_eq!(all.iter().map(|r| r.0).collect::<Vec<_>>(), [1, 3, 5, 7]);
+    assert!((all[0].1 - 1.5).abs() < 1e-6);
+    // One ranking keeps its order; ties go to the earlier turn.
+    assert_eq!(crate::recall::combine(&[(1.0, first.clone())]).iter().map(|r| r.0).collect::<Vec<_>>(), [3, 1, 7]);
+    assert_eq!(crate::recall::combine(&[(1.0, vec![(9, 1.0), (2, 1.0)])])[0].0, 2);
+    assert!(crate::recall::combine(&[(1.0, Vec::new())]).is_empty());
+}
