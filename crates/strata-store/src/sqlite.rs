@@ -407,8 +407,8 @@ impl SqliteStore {
     /// Rewrites the vectors that schema versions before 6 stored as f32 in the int8 encoding
     /// written since (a quarter of the bytes; they rank exactly as before, since a search
     /// quantizes them the same way), then `VACUUM`s so that the freed pages leave the file.
-    /// The rewrite is one transaction; `VACUUM` needs no other connection to be writing and
-    /// fails, with the file unchanged, while one is.
+    /// The rewrite is one transaction. `VACUUM` fails while another connection is writing;
+    /// the rows then stay rewritten, and running it again shrinks the file.
     pub fn compact(&self) -> Result<Compacted, StoreError> {
         let mut conn = self.conn();
         let bytes_before = file_bytes(&conn).map_err(|e| self.err(e))?;
