@@ -97,10 +97,43 @@ pub(crate) fn rank(
     content: Option<Vec<f32>>,
     config: &RecallConfig,
 ) -> Result<Vec<(usize, f32)>, MemoryError> {
-    let first = rank_one(store, conversation, turns, sessions, question, embedding, config)?;
+    let named = named_speakers(turns, question);
+    // One search: the store's fused ranking re-scored by neighbours and the named speaker.
+    let search = |embedding: Option<Vec<f32>>| -> Result<Vec<(usize, f32)>, MemoryError> {
+        let query = RecallQuery { text: question.to_string(), k: config.depth, embedding, time_range: None };
+        let ranked = store.search_ranked(conversation, &query)?;
+        let n = turns.len();
+        let mut base = vec![0f32; n];
+        for r in ranked {
+            if let Some(s) = base.get_mut(r.seq as usize) {
+                *s = r.score;
+            }
+        }
+        let mut scored: Vec<(usize, f32)> = Vec::new();
+        for i in 0..n {
+            let mut s = base[i];
+            for (d, w) in config.neighbours.iter().enumerate() {
+                let d = d + 1;
+                for j in [i.checked_sub(d), i.checked_add(d).filter(|&j| j < n)].into_iter().flatten() {
+                    if sessions[j] == sessions[i] {
+                        s += w * base[j];
+                    }
+                }
+            }
+            if turns[i].speaker.as_ref().is_some_and(|sp| named.contains(&sp.to_lowercase())) {
+                s *= 1.0 + config.speaker_boost;
+            }
+            if s > 0.0 {
+                scored.push((i, s));
+            }
+        }
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(scored)
+    };
+    let first = search(embedding)?;
     match content {
         Some(v) if config.content_query > 0.0 => {
-            let second = rank_one(store, conversation, turns, sessions, question, Some(v), config)?;
+            let second = search(Some(v))?;
             Ok(combine(&[(1.0, first), (config.content_query, second)]))
         }
         _ => Ok(first),
@@ -119,48 +152,6 @@ pub(crate) fn combine(rankings: &[(f32, Vec<(usize, f32)>)]) -> Vec<(usize, f32)
     let mut out: Vec<(usize, f32)> = total.into_iter().collect();
     out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     out
-}
-
-/// One search: the store's fused ranking re-scored by neighbours and the named speaker.
-fn rank_one(
-    store: &SqliteStore,
-    conversation: &str,
-    turns: &[Turn],
-    sessions: &[u32],
-    question: &str,
-    embedding: Option<Vec<f32>>,
-    config: &RecallConfig,
-) -> Result<Vec<(usize, f32)>, MemoryError> {
-    let query = RecallQuery { text: question.to_string(), k: config.depth, embedding, time_range: None };
-    let ranked = store.search_ranked(conversation, &query)?;
-    let n = turns.len();
-    let mut base = vec![0f32; n];
-    for r in ranked {
-        if let Some(s) = base.get_mut(r.seq as usize) {
-            *s = r.score;
-        }
-    }
-    let named = named_speakers(turns, question);
-    let mut scored: Vec<(usize, f32)> = Vec::new();
-    for i in 0..n {
-        let mut s = base[i];
-        for (d, w) in config.neighbours.iter().enumerate() {
-            let d = d + 1;
-            for j in [i.checked_sub(d), i.checked_add(d).filter(|&j| j < n)].into_iter().flatten() {
-                if sessions[j] == sessions[i] {
-                    s += w * base[j];
-                }
-            }
-        }
-        if turns[i].speaker.as_ref().is_some_and(|sp| named.contains(&sp.to_lowercase())) {
-            s *= 1.0 + config.speaker_boost;
-        }
-        if s > 0.0 {
-            scored.push((i, s));
-        }
-    }
-    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    Ok(scored)
 }
 
 /// Lowercased speaker names that the question mentions as words.
