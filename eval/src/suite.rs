@@ -8,8 +8,18 @@ use strata_core::Conversation;
 use strata_transcript::{datasets, JsonlReader, LoadError};
 
 /// The suites `--dataset` names, in the order reports list them.
-pub const SUITES: &[&str] =
-    &["locomo", "qmsum", "tiage", "dialseg711", "dialogsum", "probes", "tiage-dev", "qmsum-dev"];
+pub const SUITES: &[&str] = &[
+    "locomo",
+    "qmsum",
+    "tiage",
+    "dialseg711",
+    "dialogsum",
+    "probes",
+    "probes-dev",
+    "probes-heldout",
+    "tiage-dev",
+    "qmsum-dev",
+];
 
 /// The suite the main job runs when no `--dataset` is given.
 pub const DEFAULT_SUITE: &[&str] = &["locomo", "probes"];
@@ -74,6 +84,10 @@ impl Dataset {
             "dialseg711" => (Kind::Dialseg, vec![data_dir.join("dialseg/dialseg_711.json")]),
             "dialogsum" => (Kind::Dialogsum, vec![data_dir.join("dialogsum/dialogsum.test.jsonl")]),
             "probes" => (Kind::Transcripts, vec![repo_root.join(PROBES_FILE)]),
+            // The same kinds of fact in other phrasing families: the ones mechanisms may be
+            // tuned on, and the one nobody tunes on.
+            "probes-dev" => (Kind::Transcripts, vec![repo_root.join(strata_probes::PROBES_DEV_FILE)]),
+            "probes-heldout" => (Kind::Transcripts, vec![repo_root.join(strata_probes::PROBES_HELDOUT_FILE)]),
             path => {
                 let p = PathBuf::from(path);
                 if !p.exists() {
@@ -107,7 +121,7 @@ impl Dataset {
     pub fn suites(&self) -> Suites {
         let name = if self.builtin { self.name.as_str() } else { "" };
         let (retention, segmentation, summaries) = match name {
-            "locomo" | "probes" => (true, false, false),
+            "locomo" | "probes" | "probes-dev" | "probes-heldout" => (true, false, false),
             "qmsum" | "qmsum-dev" => (true, true, true),
             "tiage" | "tiage-dev" | "dialseg711" => (false, true, false),
             "dialogsum" => (false, false, true),

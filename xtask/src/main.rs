@@ -16,7 +16,8 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   tidy                     check project rules (also run by cargo test)
   eval [ARGS]              run `strata eval` in release mode (ARGS as `strata eval --help`)
-  gen-probes [--seed N]    write the seeded probe set to datasets/probes/probes.jsonl
+  gen-probes [--seed N]    write the seeded probe sets to datasets/probes/: probes.jsonl (the
+                           committed set), probes-dev.jsonl and probes-heldout.jsonl
   fetch-datasets [--check] download the public datasets into ../shared/datasets (or
                            STRATA_DATA) and verify every sha256 in MANIFEST.tsv
   fetch-models [NAME...]   fetch the pinned model weights into models/ (or STRATA_MODELS):
@@ -70,28 +71,34 @@ fn cargo_run_release(args: &[&str]) -> Result<()> {
 
 fn gen_probes(args: &[String]) -> Result<()> {
     let mut seed = 7u64;
-    let mut out = root().join(strata_probes::PROBES_FILE);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--seed" => seed = it.next().context("--seed needs a number")?.parse().context("--seed needs a number")?,
-            "--out" => out = PathBuf::from(it.next().context("--out needs a path")?),
             other => bail!("gen-probes: unknown argument `{other}`"),
         }
     }
-    let conversations = strata_probes::generate(seed, &strata_probes::ProbeSetConfig::default());
-    let mut text = String::new();
-    for c in &conversations {
-        text.push_str(&strata_transcript::to_json(c));
-        text.push('\n');
+    // The committed set (the `seed` family), the development families, the held-out family.
+    let sets = [
+        (strata_probes::PROBES_FILE, strata_probes::generate(seed, &strata_probes::ProbeSetConfig::default())),
+        (strata_probes::PROBES_DEV_FILE, strata_probes::dev_set(seed)),
+        (strata_probes::PROBES_HELDOUT_FILE, strata_probes::heldout_set(seed)),
+    ];
+    for (file, conversations) in sets {
+        let out = root().join(file);
+        let mut text = String::new();
+        for c in &conversations {
+            text.push_str(&strata_transcript::to_json(c));
+            text.push('\n');
+        }
+        if let Some(dir) = out.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&out, text)?;
+        let probes: usize = conversations.iter().map(|c| c.probes.len()).sum();
+        let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
+        println!("{file}: {} conversations, {turns} turns, {probes} probes (seed {seed})", conversations.len());
     }
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&out, text)?;
-    let probes: usize = conversations.iter().map(|c| c.probes.len()).sum();
-    let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
-    println!("{}: {} conversations, {turns} turns, {probes} probes (seed {seed})", out.display(), conversations.len());
     Ok(())
 }
 

@@ -13,6 +13,27 @@ use std::collections::BTreeSet;
 
 use strata_core::{Conversation, Participant, Probe, Role, Timestamp, Turn};
 
+mod families;
+
+pub use families::{generate_family, Family, DEV_FAMILIES, HELDOUT_FAMILY, PROBES_DEV_FILE, PROBES_HELDOUT_FILE};
+
+/// Conversations per family in the development suite (two families).
+const DEV_CONVERSATIONS: usize = 8;
+/// Conversations in the held-out suite.
+const HELDOUT_CONVERSATIONS: usize = 12;
+
+/// The development suite: the dev families' conversations, family by family.
+pub fn dev_set(seed: u64) -> Vec<Conversation> {
+    let config = ProbeSetConfig { conversations: DEV_CONVERSATIONS, ..ProbeSetConfig::default() };
+    DEV_FAMILIES.iter().flat_map(|&f| generate_family(f, seed, &config)).collect()
+}
+
+/// The held-out suite: the held-out family's conversations.
+pub fn heldout_set(seed: u64) -> Vec<Conversation> {
+    let config = ProbeSetConfig { conversations: HELDOUT_CONVERSATIONS, ..ProbeSetConfig::default() };
+    generate_family(HELDOUT_FAMILY, seed, &config)
+}
+
 /// A small, fast, well-mixed generator (Steele et al. 2014) with a fixed algorithm.
 #[derive(Debug, Clone)]
 pub struct SplitMix64(u64);

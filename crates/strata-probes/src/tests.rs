@@ -56,3 +56,65 @@ fn the_committed_probe_set_is_what_seed_7_generates() {
     let generated: String = conversations.iter().map(|c| strata_transcript::to_json(c) + "\n").collect();
     assert!(committed == generated, "datasets/probes/probes.jsonl is stale: run `cargo xtask gen-probes --seed 7`");
 }
+
+/// A family's probes: every kind, each answer stated in its evidence turns and nowhere else (a
+/// corrected value's old one is another value), asked after its evidence.
+fn family_well_formed(conversations: &[Conversation]) {
+    for c in conversations {
+        c.validate(true).unwrap();
+        assert!(c.turns.len() > 250, "{}", c.turns.len());
+        for p in &c.probes {
+            let evidence: Vec<usize> = p.evidence.iter().map(|e| c.position(e).unwrap()).collect();
+            let holding: Vec<usize> =
+                (0..c.turns.len()).filter(|&i| contains_answer(&c.turns[i].content, &p.answer)).collect();
+            assert!(!holding.is_empty(), "{}: {} is stated", p.id, p.answer);
+            assert!(
+                holding.iter().all(|h| evidence.contains(h)),
+                "{}: {} only in evidence, not {holding:?}",
+                p.id,
+                p.answer
+            );
+            let after = c.position(p.after.as_deref().unwrap()).unwrap();
+            assert!(evidence.iter().all(|&e| e <= after), "{}: asked after its evidence", p.id);
+        }
+    }
+}
+
+#[test]
+fn every_family_is_deterministic_well_formed_and_has_every_kind() {
+    let config = ProbeSetConfig { conversations: 3, ..ProbeSetConfig::default() };
+    let mut all_text = Vec::new();
+    for family in crate::Family::ALL {
+        let a = crate::generate_family(family, 11, &config);
+        assert_eq!(a, crate::generate_family(family, 11, &config));
+        family_well_formed(&a);
+        let cats: std::collections::BTreeSet<_> =
+            a.iter().flat_map(|c| c.probes.iter().filter_map(|p| p.category.clone())).collect();
+        expect![[
+            r#"{"assistant-fact", "budget", "command", "date", "decision", "incident", "path", "preference", "reason", "superseded"}"#
+        ]]
+        .assert_eq(&format!("{cats:?}"));
+        // Spread facts (two evidence turns) and facts inside code blocks occur in every family.
+        assert!(a.iter().flat_map(|c| &c.probes).any(|p| p.evidence.len() == 2), "{family:?}: a spread fact");
+        all_text.push(a.iter().flat_map(|c| c.turns.iter().map(|t| t.content.clone())).collect::<Vec<_>>());
+    }
+    // The families share no sentence: they are written differently, not re-labelled.
+    for (i, a) in all_text.iter().enumerate() {
+        let a: std::collections::BTreeSet<&String> = a.iter().collect();
+        for b in &all_text[i + 1..] {
+            assert!(b.iter().all(|t| !a.contains(t)), "two families share a turn");
+        }
+    }
+}
+
+#[test]
+fn the_committed_dev_and_heldout_sets_are_what_seed_7_generates() {
+    for (committed, generated, name) in [
+        (include_str!("../../../datasets/probes/probes-dev.jsonl"), crate::dev_set(7), "probes-dev"),
+        (include_str!("../../../datasets/probes/probes-heldout.jsonl"), crate::heldout_set(7), "probes-heldout"),
+    ] {
+        family_well_formed(&generated);
+        let text: String = generated.iter().map(|c| strata_transcript::to_json(c) + "\n").collect();
+        assert!(committed == text, "datasets/probes/{name}.jsonl is stale: run `cargo xtask gen-probes --seed 7`");
+    }
+}

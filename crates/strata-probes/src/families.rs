@@ -1,0 +1,772 @@
+//! Phrasing families: the same kinds of planted fact as the committed set, written as three
+//! other people would write them, so that a score can be split into the families a mechanism
+//! was tuned on (`probes-dev`) and one it never saw (`probes-heldout`).
+//!
+//! Each family has its own statement templates, question wording, filler, value formats and
+//! distractors. Between them they put facts inside code blocks, shell sessions and stack
+//! traces, have the assistant state facts, vary the verbs of decisions and preferences and
+//! the way a reason is introduced, spread a fact over two turns (a question, then the answer)
+//! and correct a value later (the probe asks for the current one). The committed set
+//! (`crate::generate`) is the fourth family, `seed`, and stays byte-identical.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use strata_core::{Conversation, Participant, Probe, Role, Timestamp, Turn};
+
+use crate::{ProbeSetConfig, SplitMix64, Topic, Values, MONTHS, NAMES, TOPICS};
+
+/// A phrasing family other than the committed set's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Family {
+    /// A terse engineer in a team chat: lower case, abbreviations, code blocks, "scratch that".
+    Chat,
+    /// A project manager's long, formal prose with an assistant that answers at length.
+    Memo,
+    /// A coding agent's session: shell output, stack traces, config files, the assistant
+    /// reporting what it found.
+    Agent,
+}
+
+impl Family {
+    pub const ALL: [Family; 3] = [Family::Chat, Family::Memo, Family::Agent];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Family::Chat => "chat",
+            Family::Memo => "memo",
+            Family::Agent => "agent",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Family> {
+        Family::ALL.into_iter().find(|f| f.name() == s)
+    }
+
+    fn user(self) -> &'static str {
+        match self {
+            Family::Chat => "dev",
+            Family::Memo => "morgan",
+            Family::Agent => "sam",
+        }
+    }
+}
+
+/// The families mechanisms may be tuned on: the committed set's (`seed`) and these two.
+pub const DEV_FAMILIES: &[Family] = &[Family::Chat, Family::Memo];
+/// The family nobody tunes on: read its score, never its misses.
+pub const HELDOUT_FAMILY: Family = Family::Agent;
+
+/// The development suite's file (seed 7; `seed`'s conversations are the committed set's).
+pub const PROBES_DEV_FILE: &str = "datasets/probes/probes-dev.jsonl";
+/// The held-out suite's file (seed 7).
+pub const PROBES_HELDOUT_FILE: &str = "datasets/probes/probes-heldout.jsonl";
+
+/// The kinds each family plants; each is also its probes' category.
+const KINDS: &[&str] =
+    &["incident", "budget", "path", "command", "decision", "preference", "date", "assistant-fact", "superseded"];
+
+/// One planted fact: its turns (placed `gap` filler turns apart), its probes with the plant
+/// turns that are their evidence, and distractor sentences of the same kind.
+struct Plant {
+    turns: Vec<(Role, String)>,
+    gap: usize,
+    probes: Vec<FamilyProbe>,
+    distractors: Vec<String>,
+}
+
+struct FamilyProbe {
+    category: &'static str,
+    question: String,
+    answer: String,
+    /// Indexes into the plant's turns.
+    evidence: Vec<usize>,
+}
+
+fn probe(category: &'static str, question: String, answer: impl Into<String>, evidence: Vec<usize>) -> FamilyProbe {
+    FamilyProbe { category, question, answer: answer.into(), evidence }
+}
+
+impl Values<'_> {
+    fn incident_in(&mut self, family: Family) -> String {
+        match family {
+            Family::Chat => self.fresh(|r| format!("OPS-{}", r.range(1000, 9999))),
+            Family::Memo => self.fresh(|r| format!("SR-{}", r.range(100_000, 999_999))),
+            Family::Agent => self.fresh(|r| format!("#{}", r.range(1000, 99_999))),
+        }
+    }
+
+    fn money_in(&mut self, family: Family) -> String {
+        match family {
+            Family::Chat => self.fresh(|r| format!("${}k", r.range(4, 180))),
+            Family::Memo => self.fresh(|r| {
+                let (cur, amount) = (*r.pick(&["EUR", "USD", "GBP"]), r.range(12, 480) * 250);
+                format!("{cur} {},{:03}", amount / 1000, amount % 1000)
+            }),
+            Family::Agent => self.fresh(|r| format!("${},{:03}/month", r.range(1, 9), r.range(1, 99) * 10)),
+        }
+    }
+
+    fn date_in(&mut self, family: Family) -> String {
+        match family {
+            Family::Chat => self.fresh(|r| {
+                let d = r.range(1, 28);
+                let suffix = match d {
+                    1 | 21 => "st",
+                    2 | 22 => "nd",
+                    3 | 23 => "rd",
+                    _ => "th",
+                };
+                format!("{} {d}{suffix}", r.pick(MONTHS))
+            }),
+            Family::Memo => self.fresh(|r| {
+                format!(
+                    "{} {} {} 2027",
+                    r.pick(&["Monday", "Tuesday", "Wednesday", "Thursday", "Friday"]),
+                    r.range(1, 28),
+                    r.pick(MONTHS)
+                )
+            }),
+            Family::Agent => self.fresh(|r| format!("2027-{:02}-{:02}", r.range(1, 12), r.range(1, 28))),
+        }
+    }
+
+    fn path_in(&mut self, family: Family, service: &str) -> String {
+        let svc = service.replace('-', "_");
+        match family {
+            Family::Chat => self.fresh(move |r| {
+                let (env, module) =
+                    (*r.pick(&["prod", "shared", "eu-west"]), *r.pick(&["alb", "rds", "queues", "iam", "dns"]));
+                format!("infra/{env}/{module}_{svc}.tf")
+            }),
+            Family::Memo => self.fresh(move |r| {
+                format!(
+                    "docs/runbooks/{svc}/{}-v{}.md",
+                    r.pick(&["escalation", "failover", "handover", "checklist"]),
+                    r.range(2, 9)
+                )
+            }),
+            Family::Agent => self.fresh(move |r| {
+                format!(
+                    "{svc}/{}/{}.py",
+                    r.pick(&["handlers", "jobs", "adapters", "models"]),
+                    r.pick(&["refund", "retry", "export", "sync", "quota"])
+                )
+            }),
+        }
+    }
+
+    fn command_in(&mut self, family: Family, service: &str) -> String {
+        let svc = service.to_string();
+        match family {
+            Family::Chat => self.fresh(move |r| match r.below(2) {
+                0 => format!("kubectl scale deploy/{svc} --replicas={}", r.range(3, 24)),
+                _ => format!("argocd app rollback {svc} {}", r.range(10, 99)),
+            }),
+            Family::Memo => self.fresh(move |r| {
+                let play = *r.pick(&["failover", "drain", "reseed"]);
+                format!("ansible-playbook {play}.yml -l {svc}-{}", r.pick(&["primary", "standby", "dr"]))
+            }),
+            Family::Agent => self.fresh(move |r| match r.below(2) {
+                0 => format!("cargo test -p {svc} --test {} -- --nocapture", r.pick(&["smoke", "contract", "replay"])),
+                _ => format!("make migrate-{} DB={svc}", r.range(100, 999)),
+            }),
+        }
+    }
+
+    fn limit_in(&mut self, family: Family) -> String {
+        match family {
+            Family::Chat => self.fresh(|r| format!("{} req/s", r.range(20, 300) * 10)),
+            Family::Memo => self.fresh(|r| format!("{} days", r.range(31, 730))),
+            Family::Agent => self.fresh(|r| format!("{} connections", r.range(8, 250))),
+        }
+    }
+}
+
+/// Decisions: what was decided, the options, and a reason per option.
+const CHOICES: &[(&str, &[&str], &[&str])] = &[
+    (
+        "queue",
+        &["SQS", "Redis Streams", "Kinesis", "ZeroMQ"],
+        &[
+            "it needs zero extra ops work",
+            "consumer groups come for free",
+            "shards rebalance on their own",
+            "there is no broker to babysit",
+        ],
+    ),
+    (
+        "cache layer",
+        &["Memcached", "Varnish", "Dragonfly", "Hazelcast"],
+        &[
+            "eviction is predictable",
+            "it speaks plain HTTP",
+            "one node handles the whole load",
+            "it replicates across zones",
+        ],
+    ),
+    (
+        "dashboard tool",
+        &["Grafana", "Metabase", "Superset", "Looker"],
+        &[
+            "finance already has licences",
+            "it reads straight from Prometheus",
+            "analysts can write their own SQL",
+            "it embeds in the admin page",
+        ],
+    ),
+    (
+        "container registry",
+        &["Harbor", "Quay", "ECR", "Artifactory"],
+        &[
+            "it scans images on push",
+            "replication to the DR site is built in",
+            "IAM roles work without tokens",
+            "it also stores our Maven artifacts",
+        ],
+    ),
+    (
+        "load testing tool",
+        &["k6", "Locust", "Gatling", "Vegeta"],
+        &[
+            "scripts live in the same repo as the code",
+            "the reports are readable by managers",
+            "it ramps to a million users",
+            "it fits in one static binary",
+        ],
+    ),
+];
+
+/// Preferences: what about, and the options someone could prefer.
+const LIKES: &[(&str, &[&str])] = &[
+    ("pull request size", &["under four hundred lines", "one feature per branch", "stacked small diffs"]),
+    ("standups", &["async notes in the channel", "ten minutes on video", "twice a week only"]),
+    ("incident updates", &["a thread every thirty minutes", "one summary at the end", "a status page entry first"]),
+    ("test style", &["table driven cases", "property based checks", "golden files on disk"]),
+    ("handover notes", &["a checklist in the wiki", "a recorded screen share", "bullet points in the ticket"]),
+];
+
+fn chat_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
+    let a = *rng.pick(topic.terms);
+    let b = *rng.pick(topic.terms);
+    let who = *rng.pick(NAMES);
+    let n = rng.range(2, 12);
+    if role == Role::User {
+        match rng.below(6) {
+            0 => format!("ok so {a} again. anything blocking on {b}?"),
+            1 => format!("{who} pinged me re {a}, ngl no idea what to say"),
+            2 => format!("brb, then let's look at {b} for {}", topic.service),
+            3 => format!("wait, does {a} even matter if {b} lands first?"),
+            4 => format!("lol {a} is cursed. thoughts on {b}?"),
+            _ => format!("can u sanity check the {a} bit? {n} people asked today"),
+        }
+    } else {
+        match rng.below(6) {
+            0 => format!("{a} is mostly fine. {b} is the part I'd poke at, maybe {n} small fixes."),
+            1 => format!("Nothing blocking on {b} right now; {who} is on {a}."),
+            2 => format!("Short version: {a} first, {b} after, both are small."),
+            3 => format!("I'd leave {a} alone this week, {b} has more risk."),
+            4 => format!("Checked {b}: nothing new since yesterday, {n} tickets still open."),
+            _ => format!("Yeah {a} and {b} overlap a bit, worth a 10 min chat with {who}."),
+        }
+    }
+}
+
+fn memo_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
+    let a = *rng.pick(topic.terms);
+    let b = *rng.pick(topic.terms);
+    let who = *rng.pick(NAMES);
+    if role == Role::User {
+        match rng.below(5) {
+            0 => format!("Could you kindly prepare a brief overview of the current state of {a} within the {}, with particular attention to any dependencies on {b}?", topic.project),
+            1 => format!("Following yesterday's steering meeting, {who} has requested clarification regarding {a}. How would you suggest we respond?"),
+            2 => format!("I would appreciate your assessment of whether {b} poses any material risk to the overall timeline."),
+            3 => format!("For the purposes of the monthly report, please summarise the outstanding actions relating to {a} and {b}."),
+            _ => format!("Before we proceed, I should like to understand how {a} interacts with {b} in practice."),
+        }
+    } else {
+        match rng.below(5) {
+            0 => format!("Certainly. At present, {a} is progressing broadly as planned, although its interaction with {b} warrants continued monitoring over the coming weeks."),
+            1 => format!("In my assessment, the principal consideration is {a}; {b} is of secondary importance and can reasonably be deferred to the next review cycle."),
+            2 => format!("It would be prudent to invite {who} to the next session, as they hold the most detailed knowledge of {a} and its bearing on {b}."),
+            3 => format!("The outstanding actions are modest: a review of {a}, a short note on {b}, and confirmation from the relevant owners."),
+            _ => format!("That is a reasonable concern. Should {a} be delayed, {b} would likely follow, though the remainder of the {} would be unaffected.", topic.project),
+        }
+    }
+}
+
+fn agent_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
+    let a = *rng.pick(topic.terms);
+    let b = *rng.pick(topic.terms);
+    let svc = topic.service.replace('-', "_");
+    let n = rng.range(3, 60);
+    let m = rng.range(1, 9);
+    if role == Role::User {
+        match rng.below(5) {
+            0 => format!("run the tests again and tell me what fails"),
+            1 => format!("look at how {a} is wired in {svc} and tell me if {b} touches it"),
+            2 => format!("that didn't work, try a different approach for the {a} part"),
+            3 => format!("ok, now clean up the {b} code you just wrote"),
+            _ => format!("what's left before we can open the PR for {a}?"),
+        }
+    } else {
+        match rng.below(5) {
+            0 => format!("Ran the suite: {n} passed, {m} failed. The failures are all in the {a} module and look like the same fixture problem."),
+            1 => format!("```\n$ rg -n \"{}\" {svc}/\n{svc}/core.py:{n}:    # {a} handled here\n```\nOnly one hit, so {b} does not touch it directly.", a.split(' ').next().unwrap_or(a)),
+            2 => format!("I reverted my last edit and rewrote the {a} helper as a plain function; {b} now calls it once instead of {m} times."),
+            3 => format!("Removed the dead branches in the {b} code and renamed two variables. Diff is {n} lines."),
+            _ => format!("Left before the PR: a test for {a}, the changelog line, and a look at {b}. About {m} small steps."),
+        }
+    }
+}
+
+fn filler(family: Family, rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
+    match family {
+        Family::Chat => chat_filler(rng, topic, role),
+        Family::Memo => memo_filler(rng, topic, role),
+        Family::Agent => agent_filler(rng, topic, role),
+    }
+}
+
+fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant {
+    use Family::{Agent, Chat, Memo};
+    use Role::{Assistant as A, User as U};
+    let svc = topic.service;
+    let project = topic.project;
+    let one = |role: Role, text: String, probes: Vec<FamilyProbe>, distractors: Vec<String>| Plant {
+        turns: vec![(role, text)],
+        gap: 0,
+        probes,
+        distractors,
+    };
+    match (kind, family) {
+        ("incident", Chat) => {
+            let (x, d) = (v.incident_in(family), v.incident_in(family));
+            one(
+                U,
+                format!("fyi the {svc} pager storm last night is tracked as {x}, pls link it in the retro doc"),
+                vec![probe("incident", format!("what ticket tracks last night's {svc} pager storm?"), &x, vec![0])],
+                vec![format!("{d} is just the flaky canary, ignore it")],
+            )
+        }
+        ("incident", Memo) => {
+            let (x, d) = (v.incident_in(family), v.incident_in(family));
+            one(
+                A,
+                format!("For the record, the service disruption affecting {svc} on Tuesday has been registered with the service desk under reference {x}, and all correspondence should cite it."),
+                vec![probe("incident", format!("Under which reference was Tuesday's {svc} disruption registered?"), &x, vec![0])],
+                vec![format!("Reference {d} concerns an unrelated access request and may be closed.")],
+            )
+        }
+        ("incident", Agent) => {
+            let (x, d) = (v.incident_in(family), v.incident_in(family));
+            Plant {
+                turns: vec![
+                    (U, format!("which issue is the {svc} memory leak again?")),
+                    (A, format!("It's {x} on the tracker, opened by the on-call after the OOM kills.")),
+                ],
+                gap: 0,
+                probes: vec![probe(
+                    "incident",
+                    format!("What is the tracker issue for the {svc} memory leak?"),
+                    &x,
+                    vec![0, 1],
+                )],
+                distractors: vec![format!("Issue {d} is a duplicate and was closed.")],
+            }
+        }
+        ("budget", Chat) => {
+            let (x, d) = (v.money_in(family), v.money_in(family));
+            one(
+                U,
+                format!("good news, we got {x} signed off for {project} 🎉"),
+                vec![probe("budget", format!("how much money got signed off for {project}?"), &x, vec![0])],
+                vec![format!("the {d} number floating around is last year's")],
+            )
+        }
+        ("budget", Memo) => {
+            let (x, d) = (v.money_in(family), v.money_in(family));
+            one(
+                U,
+                format!("I am pleased to confirm that the investment committee has allocated {x} to the {project}, to be drawn down over two quarters."),
+                vec![probe("budget", format!("What amount did the investment committee allocate to the {project}?"), &x, vec![0])],
+                vec![format!("A figure of {d} was mentioned informally, but it has no standing.")],
+            )
+        }
+        ("budget", Agent) => {
+            let (x, d) = (v.money_in(family), v.money_in(family));
+            one(
+                A,
+                format!(
+                    "Pulled the cost report: {svc} currently runs at {x} on compute, most of it the idle replicas."
+                ),
+                vec![probe(
+                    "budget",
+                    format!("What does {svc} cost on compute according to the cost report?"),
+                    &x,
+                    vec![0],
+                )],
+                vec![format!("The staging copy is {d}, which nobody looks at.")],
+            )
+        }
+        ("path", Chat) => {
+            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
+            one(
+                A,
+                format!("the load balancer for {svc} is defined here:\n```hcl\n# {x}\nresource \"aws_lb\" \"main\" {{\n  idle_timeout = 60\n}}\n```"),
+                vec![probe("path", format!("which terraform file defines the load balancer for {svc}?"), &x, vec![0])],
+                vec![format!("{d} is the old module, deleted next sprint.")],
+            )
+        }
+        ("path", Memo) => {
+            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
+            one(
+                U,
+                format!("Please ensure the on-call team is aware that the authoritative escalation procedure for {svc} is the document at {x}; earlier copies should not be consulted."),
+                vec![probe("path", format!("Where is the authoritative escalation procedure for {svc} kept?"), &x, vec![0])],
+                vec![format!("The draft at {d} was never approved.")],
+            )
+        }
+        ("path", Agent) => {
+            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
+            let line = v.rng.range(20, 400);
+            one(
+                U,
+                format!("it crashes on startup:\n```\nTraceback (most recent call last):\n  File \"main.py\", line 12, in <module>\n    run()\n  File \"{x}\", line {line}, in load\n    cfg = settings[\"{}\"]\nKeyError: '{}'\n```", topic.terms[0], topic.terms[0]),
+                vec![probe("path", format!("Which file raised the KeyError when {svc} crashed on startup?"), &x, vec![0])],
+                vec![format!("{d} has a similar lookup but is only used in tests.")],
+            )
+        }
+        ("command", Chat) => {
+            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
+            Plant {
+                turns: vec![
+                    (U, format!("how do i get {svc} back to a sane state if the deploy goes sideways?")),
+                    (A, format!("this:\n```\n{x}\n```\nthen watch the dashboards for a bit")),
+                ],
+                gap: 0,
+                probes: vec![probe(
+                    "command",
+                    format!("what should be run if the {svc} deploy goes sideways?"),
+                    &x,
+                    vec![0, 1],
+                )],
+                distractors: vec![format!("don't use `{d}`, it's for the sandbox")],
+            }
+        }
+        ("command", Memo) => {
+            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
+            one(
+                A,
+                format!("Should a regional outage occur, the operations engineer on duty is to execute \"{x}\" and then notify the incident commander."),
+                vec![probe("command", format!("What is the engineer on duty to execute during a regional outage of {svc}?"), &x, vec![0])],
+                vec![format!("The procedure \"{d}\" is retained for audit purposes only.")],
+            )
+        }
+        ("command", Agent) => {
+            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
+            one(
+                A,
+                format!("Reproduced it locally:\n```\n$ {x}\nerror: 1 test failed\n```\nThat is the command to rerun after each change."),
+                vec![probe("command", format!("Which command reproduces the {svc} failure locally?"), &x, vec![0])],
+                vec![format!("`{d}` passes, so it is not useful here.")],
+            )
+        }
+        ("decision", _) => {
+            let (what, options, reasons) = {
+                let (w, (o, r)) = v.unused(&CHOICES.iter().map(|(w, o, r)| (*w, (*o, *r))).collect::<Vec<_>>());
+                (w, o, r)
+            };
+            let mut idx: Vec<usize> = (0..options.len()).collect();
+            v.rng.shuffle(&mut idx);
+            let (choice, other, reason, other_reason) =
+                (options[idx[0]], options[idx[1]], reasons[idx[0]], reasons[idx[1]]);
+            let (turns, q_decision, q_reason, evidence) = match family {
+                Chat => (
+                    vec![(U, format!("ok we're going ahead with {choice} for the {what}, main thing is {reason}"))],
+                    format!("what did we pick for the {what}?"),
+                    format!("why {choice} for the {what}?"),
+                    vec![0],
+                ),
+                Memo => (
+                    vec![(
+                        U,
+                        format!("After weighing the alternatives, the board has selected {choice} as our {what}. The deciding factor was that {reason}."),
+                    )],
+                    format!("Which {what} did the board select?"),
+                    format!("What was the deciding factor in choosing {choice}?"),
+                    vec![0],
+                ),
+                Agent => (
+                    vec![
+                        (A, format!("For the {what} I can wire up either {choice} or {other}. Which one?")),
+                        (U, format!("{choice}. {reason}, that settles it.")),
+                    ],
+                    format!("Which {what} should the code use?"),
+                    format!("What settled the choice of {choice}?"),
+                    vec![0, 1],
+                ),
+            };
+            let distractor = match family {
+                Chat => format!("{other} was tempting for the {what} tbh, {other_reason}"),
+                Memo => format!("{other} was also considered for the {what}, on the grounds that {other_reason}."),
+                Agent => format!("Note that {other} would also work as the {what}; {other_reason}."),
+            };
+            Plant {
+                turns,
+                gap: 0,
+                probes: vec![
+                    probe("decision", q_decision, choice, evidence.clone()),
+                    probe("reason", q_reason, reason, evidence),
+                ],
+                distractors: vec![distractor],
+            }
+        }
+        ("preference", _) => {
+            let (aspect, prefs) = v.unused(LIKES);
+            let mut idx: Vec<usize> = (0..prefs.len()).collect();
+            v.rng.shuffle(&mut idx);
+            let (mine, theirs) = (prefs[idx[0]], prefs[idx[1]]);
+            let who = *v.rng.pick(NAMES);
+            let (text, q, d) = match family {
+                Chat => (
+                    format!("tbh for {aspect} {mine} works way better for me"),
+                    format!("what works best for me for {aspect}?"),
+                    format!("{who} is all about {theirs} for {aspect} lol"),
+                ),
+                Memo => (
+                    format!("With regard to {aspect}, I would ask that we adopt {mine} as the norm going forward."),
+                    format!("What did I ask to adopt as the norm for {aspect}?"),
+                    format!("{who} has a preference for {theirs} in {aspect}."),
+                ),
+                Agent => (
+                    format!("when you touch {aspect}, stick to {mine}. always."),
+                    format!("What should {aspect} stick to?"),
+                    format!("The upstream project uses {theirs} for {aspect}."),
+                ),
+            };
+            one(U, text, vec![probe("preference", q, mine, vec![0])], vec![d])
+        }
+        ("date", Chat) => {
+            let (x, d) = (v.date_in(family), v.date_in(family));
+            one(
+                U,
+                format!("{project} goes live {x}, mark ur calendars"),
+                vec![probe("date", format!("when does {project} go live?"), &x, vec![0])],
+                vec![format!("the demo got bumped to {d}")],
+            )
+        }
+        ("date", Memo) => {
+            let (x, d) = (v.date_in(family), v.date_in(family));
+            Plant {
+                turns: vec![
+                    (U, format!("Has a date been fixed for the formal sign-off of the {project}?")),
+                    (A, format!("Yes. Following consultation with the sponsors, the sign-off has been fixed for {x}.")),
+                ],
+                gap: 0,
+                probes: vec![probe(
+                    "date",
+                    format!("For when has the sign-off of the {project} been fixed?"),
+                    &x,
+                    vec![0, 1],
+                )],
+                distractors: vec![format!("The preliminary review on {d} is optional.")],
+            }
+        }
+        ("date", Agent) => {
+            let (x, d) = (v.date_in(family), v.date_in(family));
+            one(
+                A,
+                format!("The TLS certificate for {svc} expires on {x} according to `openssl x509 -enddate`."),
+                vec![probe("date", format!("When does the TLS certificate for {svc} expire?"), &x, vec![0])],
+                vec![format!("The intermediate certificate is valid until {d}.")],
+            )
+        }
+        ("assistant-fact", Chat) => {
+            let (x, d) = (v.limit_in(family), v.limit_in(family));
+            one(
+                A,
+                format!("heads up, {svc} gets throttled above {x}, so the load test needs to stay under that"),
+                vec![probe("assistant-fact", format!("above what rate does {svc} get throttled?"), &x, vec![0])],
+                vec![format!("peak last week was {d}")],
+            )
+        }
+        ("assistant-fact", Memo) => {
+            let (x, d) = (v.limit_in(family), v.limit_in(family));
+            one(
+                A,
+                format!("You may wish to note that, under the current policy, records held by {svc} must be retained for {x} before they can be purged."),
+                vec![probe("assistant-fact", format!("How long must records held by {svc} be retained?"), &x, vec![0])],
+                vec![format!("Backups, by contrast, are kept for {d}.")],
+            )
+        }
+        ("assistant-fact", Agent) => {
+            let (x, d) = (v.limit_in(family), v.limit_in(family));
+            one(
+                A,
+                format!("I checked the pool settings: {svc} caps the database pool at {x}, which explains the timeouts under load."),
+                vec![probe("assistant-fact", format!("What does {svc} cap its database pool at?"), &x, vec![0])],
+                vec![format!("The read replica allows {d}.")],
+            )
+        }
+        (_, _) => {
+            // A value stated, then corrected some turns later: the probe asks for the current one.
+            let (setting, unit, lo, hi) = *v.rng.pick(&[
+                ("rate limit", "req/s", 20, 900),
+                ("retention window", "days", 7, 400),
+                ("pool size", "connections", 8, 300),
+                ("batch size", "rows", 50, 5000),
+            ]);
+            let old = v.fresh(|r| format!("{} {unit}", r.range(lo, hi)));
+            let new = v.fresh(|r| format!("{} {unit}", r.range(lo, hi)));
+            let (first, correction, q) = match family {
+                Chat => (
+                    format!("setting the {setting} for {svc} to {old}"),
+                    format!("scratch that, {svc} {setting} is {new} now, {old} was too aggressive"),
+                    format!("what's the {setting} for {svc} now?"),
+                ),
+                Memo => (
+                    format!("It is proposed that the {setting} of {svc} be set at {old}."),
+                    format!("Further to my earlier message, please amend the {setting} of {svc}: the approved value is {new}, not {old}."),
+                    format!("What is the approved {setting} of {svc}?"),
+                ),
+                Agent => (
+                    format!("Set the {setting} of {svc} to {old} in the config."),
+                    format!("Changed my mind after the benchmark: the {setting} of {svc} is now {new}. Updated the config and the test."),
+                    format!("What is the {setting} of {svc} after the benchmark?"),
+                ),
+            };
+            Plant {
+                turns: vec![(U, first), (if family == Agent { A } else { U }, correction)],
+                gap: 6,
+                probes: vec![probe("superseded", q, new, vec![1])],
+                distractors: Vec::new(),
+            }
+        }
+    }
+}
+
+/// A probe set in one family. The same seed, family and config give the same conversations.
+pub fn generate_family(family: Family, seed: u64, config: &ProbeSetConfig) -> Vec<Conversation> {
+    (0..config.conversations)
+        .map(|i| {
+            let s = seed.wrapping_mul(1_000_003).wrapping_add(i as u64)
+                ^ (family as u64 + 1).wrapping_mul(0x5851_F42D_4C95_7F2D);
+            conversation(family, s, i, config)
+        })
+        .collect()
+}
+
+fn conversation(family: Family, seed: u64, index: usize, config: &ProbeSetConfig) -> Conversation {
+    let mut rng = SplitMix64::new(seed);
+    let mut topic_ids: Vec<usize> = (0..TOPICS.len()).collect();
+    rng.shuffle(&mut topic_ids);
+    topic_ids.truncate(config.topics.min(TOPICS.len()));
+    let mut values = Values { rng: &mut rng, used: BTreeSet::new() };
+    let mut kinds: Vec<&'static str> = KINDS.to_vec();
+    for _ in 0..KINDS.len() / 2 {
+        kinds.push(*values.rng.pick(KINDS));
+    }
+    values.rng.shuffle(&mut kinds);
+    let user = family.user();
+    let mut turns: Vec<Turn> = Vec::new();
+    let mut boundaries = Vec::new();
+    // (turn position, category, question, answer, evidence positions)
+    let mut pending: Vec<(usize, &'static str, String, String, Vec<usize>)> = Vec::new();
+    let mut clock: i64 = 1_799_053_200 + 86_400 * 30 * (family as i64 + 1);
+    // Kinds dealt to topics so that no topic gets one kind twice (its questions would be
+    // ambiguous).
+    let per_topic = kinds.len().div_ceil(topic_ids.len());
+    let mut dealt: Vec<Vec<&'static str>> = vec![Vec::new(); topic_ids.len()];
+    for (n, k) in kinds.into_iter().enumerate() {
+        let slot = (0..dealt.len())
+            .map(|j| (n + j) % dealt.len())
+            .find(|&j| dealt[j].len() < per_topic && !dealt[j].contains(&k))
+            .unwrap_or(n % dealt.len());
+        dealt[slot].push(k);
+    }
+    let mut distractors: Vec<String> = Vec::new();
+    for (&t, section_kinds) in topic_ids.iter().zip(dealt) {
+        let topic = &TOPICS[t];
+        let plants: Vec<Plant> = section_kinds.into_iter().map(|k| plant(family, k, &mut values, topic)).collect();
+        let len = values.rng.range(config.min_turns_per_topic, config.max_turns_per_topic);
+        // Each plant's turns at its slot, `gap` filler turns apart; later plants move past
+        // positions already taken.
+        let mut slots: Vec<usize> = (2..len).collect();
+        values.rng.shuffle(&mut slots);
+        let mut starts: Vec<usize> = slots.into_iter().take(plants.len()).collect();
+        starts.sort_unstable();
+        let mut placed: BTreeMap<usize, (usize, usize)> = BTreeMap::new();
+        for (p, plant) in plants.iter().enumerate() {
+            let mut pos = starts[p];
+            for k in 0..plant.turns.len() {
+                while placed.contains_key(&pos) {
+                    pos += 1;
+                }
+                placed.insert(pos, (p, k));
+                pos += plant.gap + 1;
+            }
+        }
+        let end = len.max(placed.keys().next_back().map_or(0, |&k| k + 1));
+        clock += 3600 * values.rng.range(2, 20) as i64;
+        let mut positions: Vec<Vec<usize>> = plants.iter().map(|p| vec![0; p.turns.len()]).collect();
+        let section_start = turns.len();
+        for k in 0..end {
+            clock += 30 + values.rng.range(0, 150) as i64;
+            let (role, text) = if let Some(&(p, j)) = placed.get(&k) {
+                positions[p][j] = turns.len();
+                plants[p].turns[j].clone()
+            } else {
+                // Filler answers whoever spoke last.
+                let role = match turns.last() {
+                    Some(t) if t.role == Role::User && turns.len() > section_start => Role::Assistant,
+                    _ => Role::User,
+                };
+                let mut text = filler(family, values.rng, topic, role);
+                if !distractors.is_empty() && values.rng.chance(0.3) {
+                    text.push(' ');
+                    text.push_str(&distractors[values.rng.below(distractors.len())]);
+                }
+                (role, text)
+            };
+            let id = format!("t{}", turns.len() + 1);
+            let speaker = if role == Role::User { user } else { "assistant" };
+            if k == 0 {
+                boundaries.push(id.clone());
+            }
+            turns.push(Turn::new(id, role, text).with_speaker(speaker).with_timestamp(Timestamp(clock)));
+        }
+        for (p, plant) in plants.into_iter().enumerate() {
+            distractors.extend(plant.distractors);
+            for fp in plant.probes {
+                let evidence: Vec<usize> = fp.evidence.iter().map(|&j| positions[p][j]).collect();
+                let last = *positions[p].iter().max().expect("a plant has turns");
+                pending.push((last, fp.category, fp.question, fp.answer, evidence));
+            }
+        }
+    }
+    let n = turns.len();
+    let probes = pending
+        .into_iter()
+        .enumerate()
+        .map(|(i, (at, category, question, answer, evidence))| {
+            let after = if values.rng.chance(0.5) || at + 40 >= n { n - 1 } else { values.rng.range(at + 40, n - 1) };
+            Probe {
+                id: format!("p{}-{index}-{}", family.name(), i + 1),
+                question,
+                answer,
+                evidence: evidence.iter().map(|&e| turns[e].id.clone()).collect(),
+                after: Some(turns[after].id.clone()),
+                category: Some(category.to_string()),
+                adversarial_answer: None,
+            }
+        })
+        .collect();
+    Conversation {
+        id: format!("probes-{}-{index:02}", family.name()),
+        participants: vec![Participant { name: user.into(), role: None }],
+        turns,
+        probes,
+        boundaries,
+        references: Vec::new(),
+    }
+}
