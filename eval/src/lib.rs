@@ -211,7 +211,11 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         .map(|name| {
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
             if name == "tiered" {
-                let t = strata::Tiered::new(Some(load_embedder()?), g);
+                let tiered = config.strategy_config.tiered.clone();
+                let t = strata::Tiered::new(Some(load_embedder()?), g).configure(move |m| {
+                    m.layout.salient = tiered.salient;
+                    m.layout.salience = tiered.salience();
+                });
                 return Ok(Arc::new(t) as Arc<dyn Strategy>);
             }
             Ok(Arc::from(strata_strategies::build(name, &config.strategy_config, g)?))

@@ -49,6 +49,63 @@ pub struct StrategiesConfig {
     /// Shared by `segments` and `segments-abstractive`.
     #[serde(default)]
     pub segments: SegmentsConfig,
+    /// The tiered memory's context layout (the strategy itself lives in the `strata` crate).
+    #[serde(default)]
+    pub tiered: TieredConfig,
+}
+
+/// The tiered memory's question-agnostic knobs, as the config file's `[tiered]` table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TieredConfig {
+    /// Share of what the question leaves (all of the budget without one) for the most
+    /// specific sentences of turns no longer verbatim; summaries and hot turns share the rest.
+    pub salient: f64,
+    /// A sentence's information over its length in words to this power.
+    pub length_exponent: f32,
+    /// How much of a sentence's score the information already kept takes away (0 to 1).
+    pub redundancy: f32,
+    /// A date line per day and relative dates resolved in the salient sentences.
+    pub dated: bool,
+    /// Sentences with fewer content words are never salient.
+    pub min_words: usize,
+}
+
+impl Default for TieredConfig {
+    fn default() -> TieredConfig {
+        let s = strata_summarize::SalienceConfig::default();
+        TieredConfig {
+            salient: 0.9,
+            length_exponent: s.length_exponent,
+            redundancy: s.redundancy,
+            dated: s.dated,
+            min_words: s.min_words,
+        }
+    }
+}
+
+impl TieredConfig {
+    pub fn salience(&self) -> strata_summarize::SalienceConfig {
+        strata_summarize::SalienceConfig {
+            length_exponent: self.length_exponent,
+            redundancy: self.redundancy,
+            dated: self.dated,
+            min_words: self.min_words,
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.salient) {
+            return Err(format!("tiered: `salient` must be between 0 and 1, not {}", self.salient));
+        }
+        if !(0.0..=1.0).contains(&self.redundancy) {
+            return Err(format!("tiered: `redundancy` must be between 0 and 1, not {}", self.redundancy));
+        }
+        if !(0.0..=2.0).contains(&self.length_exponent) {
+            return Err(format!("tiered: `length_exponent` must be between 0 and 2, not {}", self.length_exponent));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -82,6 +139,7 @@ impl StrategiesConfig {
     fn validate(&self) -> Result<(), String> {
         self.summary_buffer.validate()?;
         self.segments.validate()?;
+        self.tiered.validate()?;
         self.recent_summary.validate()
     }
 }

@@ -14,6 +14,7 @@ pub mod dates;
 pub mod extractive;
 pub mod keep;
 pub mod registry;
+pub mod salience;
 pub mod text;
 
 pub use abstractive::{request, runs, summarize, summarize_folded, Outcome, SummaryConfig, RUN_TOKENS};
@@ -21,6 +22,7 @@ pub use dates::{resolve_relative, Date, Resolved};
 pub use extractive::{Extract, ExtractiveConfig, Kept, Profile};
 pub use keep::{check, Verdict};
 pub use registry::{extract, Fact, FactKind, Registry, Span};
+pub use salience::{Salience, SalienceConfig, Salient, SALIENT_HEADING};
 
 #[cfg(test)]
 mod tests;

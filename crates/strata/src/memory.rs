@@ -13,7 +13,9 @@ use strata_core::{
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
 use strata_store::{SqliteStore, TurnVectors};
 use strata_strategies::select::{finish, newest_fitting, pin_system};
-use strata_summarize::{resolve_relative, Date, ExtractiveConfig, Registry, SummaryConfig};
+use strata_summarize::{
+    resolve_relative, Date, ExtractiveConfig, FactKind, Registry, Salience, SalienceConfig, SummaryConfig,
+};
 use strata_topic::TopicConfig;
 
 use crate::recall::{self, RecallConfig};
@@ -37,13 +39,18 @@ pub enum Clock {
 pub struct Layout {
     /// Share for turns recalled for the question (question-aware contexts only).
     pub recall: f64,
-    /// Share of the rest for the registry of facts from turns no longer verbatim.
-    pub registry: f64,
+    /// Share of the rest for the most specific sentences of turns no longer verbatim
+    /// (`strata_summarize::salience`); what it leaves goes to summaries and hot turns.
+    pub salient: f64,
+    /// How salient sentences are scored and shown.
+    pub salience: SalienceConfig,
 }
 
 impl Default for Layout {
     fn default() -> Layout {
-        Layout { recall: 0.9, registry: 0.25 }
+        // One set of defaults: the config file's `[tiered]` table.
+        let tiered = strata_strategies::TieredConfig::default();
+        Layout { recall: 0.9, salient: tiered.salient, salience: tiered.salience() }
     }
 }
 
@@ -139,9 +146,12 @@ pub struct Memory {
     recalled_tokens: Vec<[usize; 2]>,
     tiers: Vec<Tier>,
     topic_starts: Vec<usize>,
-    /// Facts of every turn before `registry_upto` (the turns no longer verbatim).
+    /// Facts of every turn before `registry_upto` (the turns no longer verbatim): they mark
+    /// superseded values among the salient sentences.
     registry: Registry,
     registry_upto: usize,
+    /// Word statistics of every turn and the sentences that may be shown as salient.
+    salience: Salience,
     worker: Worker,
     /// The summaries contexts use: swapped in from the worker at turn boundaries only.
     shown: BTreeMap<SpanKey, Summary>,
@@ -204,6 +214,7 @@ impl Memory {
             topic_starts: Vec::new(),
             registry: Registry::new(),
             registry_upto: 0,
+            salience: Salience::new(),
             worker,
             shown: finished,
             last_plan: None,
@@ -212,6 +223,9 @@ impl Memory {
         recall::extend_sessions(&mut memory.sessions, memory.history.turns(), memory.config.recall.session_gap_seconds);
         memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
         memory.topic_starts = memory.detect_topics();
+        for (i, t) in memory.history.turns().iter().enumerate() {
+            memory.salience.add_turn(i, t);
+        }
         memory.sync_registry();
         Ok(memory)
     }
@@ -283,6 +297,7 @@ impl Memory {
         let cost = self.count_recalled(i);
         self.recalled_tokens.push(cost);
         self.tiers.push(Tier::Hot);
+        self.salience.add_turn(i, &turn);
         self.topic_starts = self.detect_topics();
         self.replan(false)?;
         // A turn boundary: summaries finished since the last one come into view.
@@ -446,6 +461,32 @@ impl Memory {
             self.registry.add_turn(i, &self.history.turns()[i]);
         }
         self.registry_upto = self.registry_upto.max(upto);
+    }
+
+    /// The salient sentences of turns before `upto` within `allowance`, sentences whose every
+    /// fact a later turn replaced marked as superseded.
+    fn salient_block(&self, allowance: usize, upto: usize) -> Option<Block> {
+        let mut superseded: BTreeMap<(usize, &str), Option<&str>> = BTreeMap::new();
+        for f in self.registry.facts().iter().filter(|f| f.kind != FactKind::Name) {
+            let e = superseded.entry((f.turn_index, f.sentence.as_str())).or_insert(f.superseded_by.as_deref());
+            if f.superseded_by.is_none() {
+                *e = None;
+            }
+        }
+        let marked = |turn: usize, sentence: &str| -> Option<String> {
+            superseded.get(&(turn, sentence)).copied().flatten().map(|by| format!("superseded at {by}"))
+        };
+        let counter = self.history.counter();
+        let s = self.salience.select(
+            self.history.turns(),
+            self.history.pinned(),
+            upto,
+            allowance,
+            counter,
+            &self.config.layout.salience,
+            &marked,
+        )?;
+        Some(Block::text(BlockKind::Registry, Role::System, s.text, s.turn_ids, counter))
     }
 
     /// Spans of turns that left the hot tier: runs of one tier, cut at topic starts and at
@@ -646,12 +687,9 @@ impl Memory {
         let rest = left - recall_allowance;
         let first_hot = self.first_hot();
 
-        // The registry of facts from turns no longer verbatim.
-        let registry_block = self
-            .registry
-            .render((rest as f64 * self.config.layout.registry) as usize, counter)
-            .map(|(text, ids)| Block::text(BlockKind::Registry, Role::System, text, ids, counter));
-        let registry_tokens = registry_block.as_ref().map_or(0, |b| b.tokens);
+        // The most specific sentences of turns not shown verbatim get their share of the rest
+        // (chosen last, once the hot turns shown are known).
+        let salient_allowance = (rest as f64 * self.config.layout.salient) as usize;
 
         // Summaries of spans that left the hot tier, newest first, within the warm and cool
         // tiers' share: cold spans are summarised too (at the cool ratio), and their summaries
@@ -660,7 +698,7 @@ impl Memory {
         let policy = &self.config.policy;
         let tier_total = (policy.hot.tokens + policy.warm.tokens + policy.cool.tokens).max(1);
         let summary_allowance =
-            (rest - registry_tokens.min(rest)) * (policy.warm.tokens + policy.cool.tokens) / tier_total;
+            (rest - salient_allowance.min(rest)) * (policy.warm.tokens + policy.cool.tokens) / tier_total;
         let mut summaries: Vec<Block> = Vec::new();
         let mut used = 0usize;
         let mut missing = 0usize;
@@ -693,13 +731,25 @@ impl Memory {
             ));
         }
 
-        // The newest hot turns in what is left of the rest.
-        let hot_allowance = rest.saturating_sub(registry_tokens + used);
+        // The newest hot turns in what is left of the rest; the newest unit (the message
+        // being answered) whenever it fits the rest at all.
+        let newest_unit = if history.len() > history.pinned() { history.unit_of(history.len() - 1).tokens } else { 0 };
+        let hot_allowance =
+            rest.saturating_sub(salient_allowance + used).max(newest_unit.min(rest.saturating_sub(used)));
         let (mut hot, _) = newest_fitting(history, hot_allowance);
         // Whole units only: a tool result that is hot while its call has left the tier goes
         // with its call.
         hot.retain(|&i| history.unit_of(i).turns[0] >= first_hot);
         let hot_used: usize = hot.iter().map(|&i| history.tokens(i)).sum();
+
+        // Salient sentences of every turn before the first one shown verbatim: hot turns that
+        // did not fit are candidates too. Without a question nothing else wants what the hot
+        // turns left, so it all goes to them.
+        let free = rest.saturating_sub(used + hot_used);
+        let salient_allowance = if question.is_none() { free } else { salient_allowance.min(free) };
+        let shown_from = hot.first().copied().unwrap_or(history.len());
+        let registry_block = self.salient_block(salient_allowance, shown_from);
+        let registry_tokens = registry_block.as_ref().map_or(0, |b| b.tokens);
         left = left.saturating_sub(registry_tokens + used + hot_used);
 
         // Recalled turns: whole units, best first, in what is left (the recall share plus

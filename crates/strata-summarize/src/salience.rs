@@ -1,0 +1,384 @@
+//! Salience without phrase rules: which sentences of a conversation carry the most
+//! information, measured by how rare their words are within the conversation, so that a
+//! question-agnostic context keeps facts however they were phrased.
+//!
+//! A sentence scores the sum of its content words' inverse document frequency (documents are
+//! the conversation's sentences) over its length in words to the power `length_exponent`:
+//! boilerplate that recurs with new numbers scores low, a sentence that names a value said
+//! once scores high, whoever said it and however. Sentences are packed greedily into an
+//! allowance; a sentence's score is discounted by the share of its information already
+//! carried by sentences kept before it (`redundancy`), so the pack does not spend its budget
+//! on one fact said five ways. Kept sentences are shown in conversation order, one line per
+//! turn after its speaker, with a date line opening each day and what relative time
+//! expressions ("yesterday") meant when they were said. Nothing here knows a phrasing: the
+//! registry's rules, where a caller has them, only mark superseded values.
+
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+
+use strata_core::{Role, TokenCounter, Turn};
+
+use crate::dates::{resolve_relative, Date};
+use crate::text::{is_stopword, split};
+
+/// The units whose rarity is measured: whitespace-separated, lowercased, with the
+/// punctuation around them trimmed but not the punctuation inside, so that a value such as
+/// "$6,500", "OPS-3254" or a path counts as one rare word rather than as common pieces.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && !matches!(c, '$' | '€' | '£' | '#' | '/' | '~')))
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+        .map(str::to_lowercase)
+}
+
+/// The heading of the salient-sentences block.
+pub const SALIENT_HEADING: &str = "[Earlier in the conversation, the most specific statements, in their own words]";
+
+/// How sentences are scored and shown.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SalienceConfig {
+    /// A sentence's information sum is divided by its length in words to this power: 0 favours
+    /// long sentences, 1 ranks by mean rarity, 0.5 in between.
+    pub length_exponent: f32,
+    /// How much of a sentence's score is lost for the information already kept (0: none,
+    /// 1: all of the covered share).
+    pub redundancy: f32,
+    /// Show a date line per day and resolve relative time expressions.
+    pub dated: bool,
+    /// Sentences with fewer content words are not candidates ("ok", "thanks!").
+    pub min_words: usize,
+}
+
+impl Default for SalienceConfig {
+    fn default() -> SalienceConfig {
+        SalienceConfig { length_exponent: 0.5, redundancy: 0.5, dated: true, min_words: 2 }
+    }
+}
+
+/// One sentence that may be kept.
+#[derive(Debug, Clone)]
+struct Candidate {
+    turn: usize,
+    /// Position among its turn's sentences.
+    order: usize,
+    text: String,
+    /// Distinct content words.
+    words: Vec<String>,
+    /// All words, for the length.
+    length: usize,
+}
+
+/// Document frequencies over every sentence added, and the candidate sentences, both
+/// extended a turn at a time (O(that turn)).
+#[derive(Debug, Clone, Default)]
+pub struct Salience {
+    df: BTreeMap<String, u32>,
+    sentences: u32,
+    candidates: Vec<Candidate>,
+}
+
+/// A block of salient sentences: its text and the ids of the turns it quotes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Salient {
+    pub text: String,
+    pub turn_ids: Vec<String>,
+}
+
+impl Salience {
+    pub fn new() -> Salience {
+        Salience::default()
+    }
+
+    /// Adds turn `index`'s sentences to the statistics and the candidates. The pinned system
+    /// prompt (index 0, role system) counts for the statistics only: it is always shown.
+    pub fn add_turn(&mut self, index: usize, turn: &Turn) {
+        let pinned = index == 0 && turn.role == Role::System;
+        for (order, s) in split(index, turn).into_iter().enumerate() {
+            let all: Vec<String> = words(&s.text).collect();
+            let distinct: BTreeSet<String> = all.iter().filter(|w| !is_stopword(w)).cloned().collect();
+            self.sentences += 1;
+            for w in &distinct {
+                *self.df.entry(w.clone()).or_insert(0) += 1;
+            }
+            if !pinned {
+                self.candidates.push(Candidate {
+                    turn: index,
+                    order,
+                    text: s.text,
+                    words: distinct.into_iter().collect(),
+                    length: all.len(),
+                });
+            }
+        }
+    }
+
+    /// Inverse document frequency of a word among the sentences added so far.
+    fn idf(&self, w: &str) -> f32 {
+        let n = self.sentences.max(1) as f32;
+        (n / self.df.get(w).copied().unwrap_or(1).max(1) as f32).ln().max(0.0)
+    }
+
+    /// The most informative sentences of turns `from..upto` within `allowance` tokens, as one
+    /// system message; `marked` gives a note for a sentence (that a later turn superseded it),
+    /// shown after it. Marked sentences score as any other: whether an old value still
+    /// matters is the reader's call, and the note tells it. `None` when nothing fits.
+    pub fn select(
+        &self,
+        turns: &[Turn],
+        from: usize,
+        upto: usize,
+        allowance: usize,
+        counter: &dyn TokenCounter,
+        config: &SalienceConfig,
+        marked: &dyn Fn(usize, &str) -> Option<String>,
+    ) -> Option<Salient> {
+        let heading = counter.count_message(Role::System, None, SALIENT_HEADING, None, &[]);
+        if heading >= allowance {
+            return None;
+        }
+        let pool: Vec<(usize, &Candidate)> = self
+            .candidates
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.turn >= from && c.turn < upto && c.words.len() >= config.min_words)
+            .collect();
+        let idf: Vec<Vec<f32>> = pool.iter().map(|(_, c)| c.words.iter().map(|w| self.idf(w)).collect()).collect();
+        let notes: Vec<Option<String>> = pool.iter().map(|(_, c)| marked(c.turn, &c.text)).collect();
+        let base: Vec<f32> = pool
+            .iter()
+            .zip(&idf)
+            .map(|((_, c), idf)| idf.iter().sum::<f32>() / (c.length.max(1) as f32).powf(config.length_exponent))
+            .collect();
+        // Lazy greedy: a sentence's score only falls as more is kept, so a popped sentence
+        // whose rescored value still beats the next stale one is the true best.
+        let mut heap: BinaryHeap<(Score, usize)> = base.iter().enumerate().map(|(i, &s)| (Score(s), i)).collect();
+        let mut covered: BTreeSet<&str> = BTreeSet::new();
+        let mut kept: Vec<usize> = Vec::new();
+        let mut lines: BTreeSet<usize> = BTreeSet::new();
+        let mut days: BTreeSet<Date> = BTreeSet::new();
+        let mut used = heading;
+        while let Some((Score(stale), i)) = heap.pop() {
+            if stale <= 0.0 || used >= allowance {
+                break;
+            }
+            let c = pool[i].1;
+            let total: f32 = idf[i].iter().sum();
+            let seen: f32 =
+                c.words.iter().zip(&idf[i]).filter(|(w, _)| covered.contains(w.as_str())).map(|(_, x)| x).sum();
+            let fresh = if total > 0.0 { base[i] * (1.0 - config.redundancy * seen / total) } else { 0.0 };
+            if heap.peek().is_some_and(|(Score(next), _)| fresh < *next) {
+                heap.push((Score(fresh), i));
+                continue;
+            }
+            // What the sentence adds to the rendered block: itself, its turn's speaker when
+            // the turn has no line yet, and the day's date line when the day has none.
+            let turn = &turns[c.turn];
+            let mut cost = counter.count(&c.text) + 1;
+            if let Some(note) = &notes[i] {
+                cost += counter.count(note) + 1;
+            }
+            if !lines.contains(&c.turn) {
+                cost += counter.count(&speaker(turn)) + 2;
+                let day = turn.timestamp.map(Date::of);
+                if let (true, Some(d)) = (config.dated, day) {
+                    if !days.contains(&d) {
+                        cost += counter.count(&format!("[{d}]")) + 2;
+                    }
+                }
+            }
+            if used + cost > allowance {
+                continue;
+            }
+            used += cost;
+            lines.insert(c.turn);
+            if let (true, Some(ts)) = (config.dated, turn.timestamp) {
+                days.insert(Date::of(ts));
+            }
+            covered.extend(c.words.iter().map(String::as_str));
+            kept.push(i);
+        }
+        // Rendered, then held to the allowance exactly: drop the last kept until it fits
+        // (merges across lines make the estimate differ by a few tokens).
+        loop {
+            if kept.is_empty() {
+                return None;
+            }
+            let shown: Vec<(usize, usize, &Candidate, Option<&String>)> = {
+                let mut v: Vec<_> =
+                    kept.iter().map(|&i| (pool[i].1.turn, pool[i].1.order, pool[i].1, notes[i].as_ref())).collect();
+                v.sort_by_key(|&(t, o, _, _)| (t, o));
+                v
+            };
+            let text = render(turns, &shown, config);
+            if counter.count_message(Role::System, None, &text, None, &[]) <= allowance {
+                let mut turn_ids: Vec<String> = Vec::new();
+                for (t, ..) in &shown {
+                    if turn_ids.last() != Some(&turns[*t].id) {
+                        turn_ids.push(turns[*t].id.clone());
+                    }
+                }
+                return Some(Salient { text, turn_ids });
+            }
+            kept.pop();
+        }
+    }
+}
+
+fn speaker(turn: &Turn) -> String {
+    turn.speaker.clone().unwrap_or_else(|| turn.role.as_str().to_string())
+}
+
+/// One line per turn (its speaker, the relative dates its kept sentences use, the sentences,
+/// " … " where sentences between them were left out), a date line opening each day.
+fn render(turns: &[Turn], shown: &[(usize, usize, &Candidate, Option<&String>)], config: &SalienceConfig) -> String {
+    let mut text = String::from(SALIENT_HEADING);
+    let mut last_day: Option<Date> = None;
+    let mut k = 0;
+    while k < shown.len() {
+        let t = shown[k].0;
+        let mut end = k;
+        while end < shown.len() && shown[end].0 == t {
+            end += 1;
+        }
+        let turn = &turns[t];
+        if config.dated {
+            if let Some(d) = turn.timestamp.map(Date::of) {
+                if last_day != Some(d) {
+                    text.push_str(&format!("\n[{d}]"));
+                    last_day = Some(d);
+                }
+            }
+        }
+        text.push('\n');
+        text.push_str(&speaker(turn));
+        text.push_str(": ");
+        if let (true, Some(ts)) = (config.dated, turn.timestamp) {
+            let notes: Vec<String> = shown[k..end]
+                .iter()
+                .flat_map(|(.., c, _)| resolve_relative(&c.text, ts))
+                .map(|r| format!("{} = {}", r.phrase, r.means))
+                .collect();
+            if !notes.is_empty() {
+                text.push_str(&format!("[{}] ", notes.join("; ")));
+            }
+        }
+        for (j, (_, order, c, note)) in shown[k..end].iter().enumerate() {
+            if j > 0 {
+                text.push_str(if shown[k + j - 1].1 + 1 == *order { " " } else { " … " });
+            }
+            text.push_str(&c.text);
+            if let Some(n) = note {
+                text.push_str(&format!(" [{n}]"));
+            }
+        }
+        k = end;
+    }
+    text
+}
+
+/// An f32 ordered for the heap (scores are finite).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Score(f32);
+
+impl Eq for Score {}
+
+impl PartialOrd for Score {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Score {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use strata_core::{Role, Timestamp, TokenCounter, Turn};
+    use strata_tokens::Tiktoken;
+
+    use super::{Salience, SalienceConfig, SALIENT_HEADING};
+
+    /// A conversation of boilerplate that recurs with new numbers, with two facts said once:
+    /// one by the user, one by the assistant inside a code block, neither in a phrasing any
+    /// rule knows.
+    fn conversation() -> Vec<Turn> {
+        let mut turns = Vec::new();
+        for i in 0..60 {
+            let (role, text) = if i % 2 == 0 {
+                (Role::User, format!("Any news on the dashboard? It looked fine for {} hours.", i + 2))
+            } else {
+                (Role::Assistant, format!("The dashboard looked fine, {} checks passed today.", i * 3))
+            };
+            turns.push(Turn::new(format!("t{}", i + 1), role, text).with_speaker(if i % 2 == 0 {
+                "kim"
+            } else {
+                "assistant"
+            }));
+        }
+        turns[20].content = "the quokka cluster reboots nightly at 03:10, blame Ferdinand".to_string();
+        turns[41].content = "Found it:\n```\nexport VELLUM_SHARDS=48\n```".to_string();
+        turns[50].content = "Yesterday the quokka cluster moved to rack 9.".to_string();
+        for (i, t) in turns.iter_mut().enumerate() {
+            // 2027-01-04, a turn a minute, the last ten on the next day.
+            let day = if i >= 50 { 86_400 } else { 0 };
+            t.timestamp = Some(Timestamp(1_799_053_200 + day + 60 * i as i64));
+        }
+        turns
+    }
+
+    fn salience(turns: &[Turn]) -> Salience {
+        let mut s = Salience::new();
+        for (i, t) in turns.iter().enumerate() {
+            s.add_turn(i, t);
+        }
+        s
+    }
+
+    #[test]
+    fn specific_sentences_beat_boilerplate_and_the_block_fits() {
+        let turns = conversation();
+        let s = salience(&turns);
+        let counter = Tiktoken::o200k();
+        let config = SalienceConfig::default();
+        let none = |_: usize, _: &str| None;
+        let got = s.select(&turns, 0, turns.len(), 90, &counter, &config, &none).unwrap();
+        assert!(counter.count_message(Role::System, None, &got.text, None, &[]) <= 90);
+        assert!(got.text.starts_with(SALIENT_HEADING));
+        assert!(got.text.contains("blame Ferdinand"), "{}", got.text);
+        assert!(got.text.contains("VELLUM_SHARDS=48"), "{}", got.text);
+        assert!(!got.text.contains("dashboard"), "{}", got.text);
+        // In conversation order, after the speaker, a date line per day, and "yesterday" said
+        // on 5 January resolved.
+        let ferdinand = got.text.find("Ferdinand").unwrap();
+        let vellum = got.text.find("VELLUM").unwrap();
+        assert!(ferdinand < vellum);
+        assert!(got.text.contains("\n[4 January 2027]\nkim: the quokka"), "{}", got.text);
+        assert!(got.text.contains("[yesterday = 4 January 2027] Yesterday the quokka"), "{}", got.text);
+        assert_eq!(got.turn_ids, vec!["t21", "t42", "t51"]);
+        // Only the turns asked for; nothing when nothing fits.
+        let early = s.select(&turns, 0, 30, 90, &counter, &config, &none).unwrap();
+        assert!(early.text.contains("Ferdinand") && !early.text.contains("VELLUM"));
+        assert_eq!(s.select(&turns, 0, turns.len(), 5, &counter, &config, &none), None);
+    }
+
+    #[test]
+    fn redundancy_and_superseded_marks() {
+        let mut turns = conversation();
+        turns[30].content = "the quokka cluster reboots nightly at 03:10, blame Ferdinand!".to_string();
+        let s = salience(&turns);
+        let counter = Tiktoken::o200k();
+        let none = |_: usize, _: &str| None;
+        let plain = SalienceConfig { redundancy: 1.0, ..SalienceConfig::default() };
+        let got = s.select(&turns, 0, turns.len(), 90, &counter, &plain, &none).unwrap();
+        assert_eq!(got.text.matches("Ferdinand").count(), 1, "said twice, kept once: {}", got.text);
+        let marked = |turn: usize, _: &str| (turn == 41).then(|| "superseded at t55".to_string());
+        let got = s.select(&turns, 0, turns.len(), 200, &counter, &plain, &marked).unwrap();
+        assert!(
+            got.text.contains("```\n [superseded at t55]") || got.text.contains("``` [superseded at t55]"),
+            "{}",
+            got.text
+        );
+    }
+}
