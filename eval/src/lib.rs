@@ -214,6 +214,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
                 let tiered = config.strategy_config.tiered.clone();
                 let t = strata::Tiered::new(Some(load_embedder()?), g).configure(move |m| {
                     m.layout.salient = tiered.salient;
+                    m.layout.salient_with_question = tiered.salient_with_question;
                     m.layout.salience = tiered.salience();
                 });
                 return Ok(Arc::new(t) as Arc<dyn Strategy>);

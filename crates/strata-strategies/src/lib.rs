@@ -58,9 +58,12 @@ pub struct StrategiesConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TieredConfig {
-    /// Share of what the question leaves (all of the budget without one) for the most
-    /// specific sentences of turns no longer verbatim; summaries and hot turns share the rest.
+    /// Share of the budget, without a question, for the most specific sentences of turns not
+    /// shown verbatim; summaries and hot turns share the rest, and what they leave comes back.
     pub salient: f64,
+    /// The same share of what the recall share leaves, with a question (recalled turns take
+    /// what the rest does not use).
+    pub salient_with_question: f64,
     /// A sentence's information over its length in words to this power.
     pub length_exponent: f32,
     /// How much of a sentence's score the information already kept takes away (0 to 1).
@@ -76,6 +79,7 @@ impl Default for TieredConfig {
         let s = strata_summarize::SalienceConfig::default();
         TieredConfig {
             salient: 0.9,
+            salient_with_question: 0.25,
             length_exponent: s.length_exponent,
             redundancy: s.redundancy,
             dated: s.dated,
@@ -95,8 +99,10 @@ impl TieredConfig {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if !(0.0..=1.0).contains(&self.salient) {
-            return Err(format!("tiered: `salient` must be between 0 and 1, not {}", self.salient));
+        for (name, v) in [("salient", self.salient), ("salient_with_question", self.salient_with_question)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
+            }
         }
         if !(0.0..=1.0).contains(&self.redundancy) {
             return Err(format!("tiered: `redundancy` must be between 0 and 1, not {}", self.redundancy));

@@ -39,9 +39,13 @@ pub enum Clock {
 pub struct Layout {
     /// Share for turns recalled for the question (question-aware contexts only).
     pub recall: f64,
-    /// Share of the rest for the most specific sentences of turns no longer verbatim
-    /// (`strata_summarize::salience`); what it leaves goes to summaries and hot turns.
+    /// Share of the budget, without a question, for the most specific sentences of turns not
+    /// shown verbatim (`strata_summarize::salience`); what it leaves goes to summaries and
+    /// hot turns, and what they leave comes back to it.
     pub salient: f64,
+    /// The same share of what the recall share leaves, with a question: recalled turns are
+    /// the better use of the budget then, and take what the rest does not use.
+    pub salient_with_question: f64,
     /// How salient sentences are scored and shown.
     pub salience: SalienceConfig,
 }
@@ -50,7 +54,12 @@ impl Default for Layout {
     fn default() -> Layout {
         // One set of defaults: the config file's `[tiered]` table.
         let tiered = strata_strategies::TieredConfig::default();
-        Layout { recall: 0.9, salient: tiered.salient, salience: tiered.salience() }
+        Layout {
+            recall: 0.9,
+            salient: tiered.salient,
+            salient_with_question: tiered.salient_with_question,
+            salience: tiered.salience(),
+        }
     }
 }
 
@@ -689,7 +698,9 @@ impl Memory {
 
         // The most specific sentences of turns not shown verbatim get their share of the rest
         // (chosen last, once the hot turns shown are known).
-        let salient_allowance = (rest as f64 * self.config.layout.salient) as usize;
+        let share =
+            if question.is_some() { self.config.layout.salient_with_question } else { self.config.layout.salient };
+        let salient_allowance = (rest as f64 * share) as usize;
 
         // Summaries of spans that left the hot tier, newest first, within the warm and cool
         // tiers' share: cold spans are summarised too (at the cool ratio), and their summaries
