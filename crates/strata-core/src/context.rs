@@ -15,6 +15,9 @@ pub enum BlockKind {
     Summary,
     /// Facts and entities extracted from the conversation.
     Registry,
+    /// The most specific sentences of turns not shown verbatim, quoted with their speaker
+    /// and day (sentences, not whole turns: they do not count as the turns verbatim).
+    Salient,
     /// A turn sent as it was said.
     VerbatimTurn,
     /// Turns brought back from the cold store for the question at hand, quoted verbatim (one
@@ -28,6 +31,7 @@ impl BlockKind {
             BlockKind::PinnedSystem => "pinned_system",
             BlockKind::Summary => "summary",
             BlockKind::Registry => "registry",
+            BlockKind::Salient => "salient",
             BlockKind::VerbatimTurn => "verbatim_turn",
             BlockKind::Recalled => "recalled",
         }

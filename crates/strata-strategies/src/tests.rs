@@ -342,6 +342,15 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     assert!(err.starts_with("c.toml: unknown field `size`"), "{err}");
     let err = StrategiesConfig::parse("c.json", r#"{"summary-buffer": {"trigger": 2}}"#).unwrap_err().to_string();
     assert_eq!(err, "c.json: summary-buffer: `trigger` must be between 0 and 1, not 2");
+    // The tiered memory's table: read into its salience config, checked, typos refused.
+    let c = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 0.5\nredundancy = 0\ndated = false\n").unwrap();
+    assert_eq!((c.tiered.salient, c.tiered.salient_with_question), (0.5, 0.25));
+    let s = c.tiered.salience();
+    assert_eq!((s.redundancy, s.dated, s.length_exponent), (0.0, false, 0.5));
+    let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 1.5\n").unwrap_err().to_string();
+    assert_eq!(err, "c.toml: tiered: `salient` must be between 0 and 1, not 1.5");
+    let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalience = 0.5\n").unwrap_err().to_string();
+    assert!(err.starts_with("c.toml: unknown field `salience`"), "{err}");
     let err = build("nope", &StrategiesConfig::default(), None).err().unwrap().to_string();
     assert_eq!(
         err,

@@ -495,7 +495,7 @@ impl Memory {
             &self.config.layout.salience,
             &marked,
         )?;
-        Some(Block::text(BlockKind::Registry, Role::System, s.text, s.turn_ids, counter))
+        Some(Block::text(BlockKind::Salient, Role::System, s.text, s.turn_ids, counter))
     }
 
     /// Spans of turns that left the hot tier: runs of one tier, cut at topic starts and at

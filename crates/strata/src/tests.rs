@@ -240,7 +240,7 @@ fn the_policy_compacts_old_sessions_and_the_registry_keeps_their_facts() {
     assert_eq!(*tiers.last().unwrap(), Tier::Hot);
     let ctx = m.context(500, None).unwrap();
     let text = ctx.render_text();
-    assert!(ctx.blocks.iter().any(|b| b.kind == BlockKind::Registry));
+    assert!(ctx.blocks.iter().any(|b| b.kind == BlockKind::Salient));
     for fact in ["prod-eu-7", "ops/deploy.sh"] {
         assert!(text.contains(fact), "{fact} lost:\n{text}");
     }
@@ -403,7 +403,7 @@ proptest! {
             let counted = h.counter().count_message(b.role, b.name.as_deref(), &b.content, b.tool_call_id.as_deref(), &b.tool_calls);
             prop_assert_eq!(b.tokens, counted);
         }
-        let present: BTreeSet<&str> = ctx.blocks.iter().filter(|b| !matches!(b.kind, BlockKind::Summary | BlockKind::Registry)).flat_map(|b| b.source_ids.iter().map(String::as_str)).collect();
+        let present: BTreeSet<&str> = ctx.blocks.iter().filter(|b| !matches!(b.kind, BlockKind::Summary | BlockKind::Registry | BlockKind::Salient)).flat_map(|b| b.source_ids.iter().map(String::as_str)).collect();
         for i in 0..h.len() {
             let unit = h.unit_of(i);
             let inside = unit.turns.iter().filter(|&&j| present.contains(h.turns()[j].id.as_str())).count();
