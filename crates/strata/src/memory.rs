@@ -161,6 +161,9 @@ pub struct Memory {
     registry_upto: usize,
     /// Word statistics of every turn and the sentences that may be shown as salient.
     salience: Salience,
+    /// The last salient block, by (turns, candidates before, allowance): contexts built at
+    /// one turn for many questions share it (it does not depend on the question).
+    salient_cache: std::sync::Mutex<Option<((usize, usize, usize), Option<Block>)>>,
     worker: Worker,
     /// The summaries contexts use: swapped in from the worker at turn boundaries only.
     shown: BTreeMap<SpanKey, Summary>,
@@ -224,6 +227,7 @@ impl Memory {
             registry: Registry::new(),
             registry_upto: 0,
             salience: Salience::new(),
+            salient_cache: std::sync::Mutex::new(None),
             worker,
             shown: finished,
             last_plan: None,
@@ -423,6 +427,9 @@ impl Memory {
     }
 
     fn replan(&mut self, checkpoint: bool) -> Result<(), MemoryError> {
+        // A plan may move turns out of the hot tier and into the registry: the salient block
+        // is chosen afresh.
+        *self.salient_cache.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
         let turns = self.history.turns();
         let state = State {
             turns: turns
@@ -475,6 +482,19 @@ impl Memory {
     /// The salient sentences of turns before `upto` within `allowance`, sentences whose every
     /// fact a later turn replaced marked as superseded.
     fn salient_block(&self, allowance: usize, upto: usize) -> Option<Block> {
+        let key = (self.history.len(), upto, allowance);
+        let mut cache = self.salient_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((k, block)) = cache.as_ref() {
+            if *k == key {
+                return block.clone();
+            }
+        }
+        let block = self.choose_salient(allowance, upto);
+        *cache = Some((key, block.clone()));
+        block
+    }
+
+    fn choose_salient(&self, allowance: usize, upto: usize) -> Option<Block> {
         let mut superseded: BTreeMap<(usize, &str), Option<&str>> = BTreeMap::new();
         for f in self.registry.facts().iter().filter(|f| f.kind != FactKind::Name) {
             let e = superseded.entry((f.turn_index, f.sentence.as_str())).or_insert(f.superseded_by.as_deref());
