@@ -13,11 +13,10 @@ use strata_tokens::Tiktoken;
 
 /// The first 1,000 turns of the committed probe set (its conversations one after another).
 fn turns() -> Vec<Turn> {
-    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/probes/probes.jsonl"))
-        .expect("the committed probe set");
+    let path = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../datasets/probes/probes.jsonl"));
+    let loaded = strata_transcript::load_path(path, None).expect("the committed probe set");
     let mut out = Vec::new();
-    for line in text.lines() {
-        let c: strata_core::Conversation = serde_json::from_str(line).expect("a probe conversation");
+    for c in loaded.conversations {
         for t in c.turns {
             if out.len() == 1000 {
                 return out;
@@ -52,7 +51,7 @@ fn salience(c: &mut Criterion) {
     let registry = Registry::from_turns(&turns);
     group.bench_function("salience_select_2000", |b| {
         b.iter(|| {
-            let got = s.select(&turns, 0, turns.len(), 2000, &counter, &config, &none).expect("a block");
+            let got = s.select(&turns, 0..turns.len(), 2000, &counter, &config, &none).expect("a block");
             assert!(counter.count_message(Role::System, None, &got.text, None, &[]) <= 2000 && got.turn_ids.len() > 10);
             got.turn_ids.len()
         })

@@ -302,7 +302,7 @@ fn agent_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
     let m = rng.range(1, 9);
     if role == Role::User {
         match rng.below(5) {
-            0 => format!("run the tests again and tell me what fails"),
+            0 => "run the tests again and tell me what fails".to_string(),
             1 => format!("look at how {a} is wired in {svc} and tell me if {b} touches it"),
             2 => format!("that didn't work, try a different approach for the {a} part"),
             3 => format!("ok, now clean up the {b} code you just wrote"),

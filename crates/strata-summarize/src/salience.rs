@@ -117,15 +117,14 @@ impl Salience {
         (n / self.df.get(w).copied().unwrap_or(1).max(1) as f32).ln().max(0.0)
     }
 
-    /// The most informative sentences of turns `from..upto` within `allowance` tokens, as one
+    /// The most informative sentences of the turns in `range` within `allowance` tokens, as one
     /// system message; `marked` gives a note for a sentence (that a later turn superseded it),
     /// shown after it. Marked sentences score as any other: whether an old value still
     /// matters is the reader's call, and the note tells it. `None` when nothing fits.
     pub fn select(
         &self,
         turns: &[Turn],
-        from: usize,
-        upto: usize,
+        range: std::ops::Range<usize>,
         allowance: usize,
         counter: &dyn TokenCounter,
         config: &SalienceConfig,
@@ -139,7 +138,7 @@ impl Salience {
             .candidates
             .iter()
             .enumerate()
-            .filter(|(_, c)| c.turn >= from && c.turn < upto && c.words.len() >= config.min_words)
+            .filter(|(_, c)| range.contains(&c.turn) && c.words.len() >= config.min_words)
             .collect();
         let idf: Vec<Vec<f32>> = pool.iter().map(|(_, c)| c.words.iter().map(|w| self.idf(w)).collect()).collect();
         let notes: Vec<Option<String>> = pool.iter().map(|(_, c)| marked(c.turn, &c.text)).collect();
@@ -343,7 +342,7 @@ mod tests {
         let counter = Tiktoken::o200k();
         let config = SalienceConfig::default();
         let none = |_: usize, _: &str| None;
-        let got = s.select(&turns, 0, turns.len(), 90, &counter, &config, &none).unwrap();
+        let got = s.select(&turns, 0..turns.len(), 90, &counter, &config, &none).unwrap();
         assert!(counter.count_message(Role::System, None, &got.text, None, &[]) <= 90);
         assert!(got.text.starts_with(SALIENT_HEADING));
         assert!(got.text.contains("blame Ferdinand"), "{}", got.text);
@@ -358,9 +357,9 @@ mod tests {
         assert!(got.text.contains("[yesterday = 4 January 2027] Yesterday the quokka"), "{}", got.text);
         assert_eq!(got.turn_ids, vec!["t21", "t42", "t51"]);
         // Only the turns asked for; nothing when nothing fits.
-        let early = s.select(&turns, 0, 30, 90, &counter, &config, &none).unwrap();
+        let early = s.select(&turns, 0..30, 90, &counter, &config, &none).unwrap();
         assert!(early.text.contains("Ferdinand") && !early.text.contains("VELLUM"));
-        assert_eq!(s.select(&turns, 0, turns.len(), 5, &counter, &config, &none), None);
+        assert_eq!(s.select(&turns, 0..turns.len(), 5, &counter, &config, &none), None);
     }
 
     #[test]
@@ -371,10 +370,10 @@ mod tests {
         let counter = Tiktoken::o200k();
         let none = |_: usize, _: &str| None;
         let plain = SalienceConfig { redundancy: 1.0, ..SalienceConfig::default() };
-        let got = s.select(&turns, 0, turns.len(), 90, &counter, &plain, &none).unwrap();
+        let got = s.select(&turns, 0..turns.len(), 90, &counter, &plain, &none).unwrap();
         assert_eq!(got.text.matches("Ferdinand").count(), 1, "said twice, kept once: {}", got.text);
         let marked = |turn: usize, _: &str| (turn == 41).then(|| "superseded at t55".to_string());
-        let got = s.select(&turns, 0, turns.len(), 200, &counter, &plain, &marked).unwrap();
+        let got = s.select(&turns, 0..turns.len(), 200, &counter, &plain, &marked).unwrap();
         assert!(
             got.text.contains("```\n [superseded at t55]") || got.text.contains("``` [superseded at t55]"),
             "{}",

@@ -141,6 +141,9 @@ pub enum MemoryError {
     History(#[from] HistoryError),
 }
 
+/// A cached salient block: (turns, candidates before, allowance) and the block.
+type SalientEntry = ((usize, usize, usize), Option<Block>);
+
 /// A conversation's memory. See the crate documentation.
 pub struct Memory {
     config: MemoryConfig,
@@ -163,7 +166,7 @@ pub struct Memory {
     salience: Salience,
     /// The last salient block, by (turns, candidates before, allowance): contexts built at
     /// one turn for many questions share it (it does not depend on the question).
-    salient_cache: std::sync::Mutex<Option<((usize, usize, usize), Option<Block>)>>,
+    salient_cache: std::sync::Mutex<Option<SalientEntry>>,
     worker: Worker,
     /// The summaries contexts use: swapped in from the worker at turn boundaries only.
     shown: BTreeMap<SpanKey, Summary>,
@@ -508,8 +511,7 @@ impl Memory {
         let counter = self.history.counter();
         let s = self.salience.select(
             self.history.turns(),
-            self.history.pinned(),
-            upto,
+            self.history.pinned()..upto,
             allowance,
             counter,
             &self.config.layout.salience,
