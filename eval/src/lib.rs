@@ -212,11 +212,8 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
             if name == "tiered" {
                 let tiered = config.strategy_config.tiered.clone();
-                let t = strata::Tiered::new(Some(load_embedder()?), g).configure(move |m| {
-                    m.layout.salient = tiered.salient;
-                    m.layout.salient_with_question = tiered.salient_with_question;
-                    m.layout.salience = tiered.salience();
-                });
+                let t =
+                    strata::Tiered::new(Some(load_embedder()?), g).configure(move |m| m.layout.tiered = tiered.clone());
                 return Ok(Arc::new(t) as Arc<dyn Strategy>);
             }
             Ok(Arc::from(strata_strategies::build(name, &config.strategy_config, g)?))

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use strata_core::{Conversation, Participant, Probe, Role, Timestamp, Turn};
 
-use crate::{ProbeSetConfig, SplitMix64, Topic, Values, MONTHS, NAMES, TOPICS};
+use crate::{Options, ProbeSetConfig, SplitMix64, Topic, Values, MONTHS, NAMES, TOPICS};
 
 /// A phrasing family other than the committed set's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -183,56 +183,66 @@ impl Values<'_> {
 }
 
 /// Decisions: what was decided, the options, and a reason per option.
-const CHOICES: &[(&str, &[&str], &[&str])] = &[
+const CHOICES: &[(&str, Options)] = &[
     (
         "queue",
-        &["SQS", "Redis Streams", "Kinesis", "ZeroMQ"],
-        &[
-            "it needs zero extra ops work",
-            "consumer groups come for free",
-            "shards rebalance on their own",
-            "there is no broker to babysit",
-        ],
+        (
+            &["SQS", "Redis Streams", "Kinesis", "ZeroMQ"],
+            &[
+                "it needs zero extra ops work",
+                "consumer groups come for free",
+                "shards rebalance on their own",
+                "there is no broker to babysit",
+            ],
+        ),
     ),
     (
         "cache layer",
-        &["Memcached", "Varnish", "Dragonfly", "Hazelcast"],
-        &[
-            "eviction is predictable",
-            "it speaks plain HTTP",
-            "one node handles the whole load",
-            "it replicates across zones",
-        ],
+        (
+            &["Memcached", "Varnish", "Dragonfly", "Hazelcast"],
+            &[
+                "eviction is predictable",
+                "it speaks plain HTTP",
+                "one node handles the whole load",
+                "it replicates across zones",
+            ],
+        ),
     ),
     (
         "dashboard tool",
-        &["Grafana", "Metabase", "Superset", "Looker"],
-        &[
-            "finance already has licences",
-            "it reads straight from Prometheus",
-            "analysts can write their own SQL",
-            "it embeds in the admin page",
-        ],
+        (
+            &["Grafana", "Metabase", "Superset", "Looker"],
+            &[
+                "finance already has licences",
+                "it reads straight from Prometheus",
+                "analysts can write their own SQL",
+                "it embeds in the admin page",
+            ],
+        ),
     ),
     (
         "container registry",
-        &["Harbor", "Quay", "ECR", "Artifactory"],
-        &[
-            "it scans images on push",
-            "replication to the DR site is built in",
-            "IAM roles work without tokens",
-            "it also stores our Maven artifacts",
-        ],
+        (
+            &["Harbor", "Quay", "ECR", "Artifactory"],
+            &[
+                "it scans images on push",
+                "replication to the DR site is built in",
+                "IAM roles work without tokens",
+                "it also stores our Maven artifacts",
+            ],
+        ),
     ),
     (
         "load testing tool",
-        &["k6", "Locust", "Gatling", "Vegeta"],
-        &[
-            "scripts live in the same repo as the code",
-            "the reports are readable by managers",
-            "it ramps to a million users",
-            "it fits in one static binary",
-        ],
+        (
+            &["k6", "Locust", "Gatling", "Vegeta"],
+            &[
+                "scripts live in the same repo as the code",
+                "the reports are readable by managers",
+                "it ramps to a million users",
+                "it fits in one static binary",
+            ],
+        ),
     ),
 ];
 
@@ -472,10 +482,7 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
             )
         }
         ("decision", _) => {
-            let (what, options, reasons) = {
-                let (w, (o, r)) = v.unused(&CHOICES.iter().map(|(w, o, r)| (*w, (*o, *r))).collect::<Vec<_>>());
-                (w, o, r)
-            };
+            let (what, (options, reasons)) = v.unused(CHOICES);
             let mut idx: Vec<usize> = (0..options.len()).collect();
             v.rng.shuffle(&mut idx);
             let (choice, other, reason, other_reason) =

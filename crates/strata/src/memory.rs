@@ -13,9 +13,8 @@ use strata_core::{
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
 use strata_store::{SqliteStore, TurnVectors};
 use strata_strategies::select::{finish, newest_fitting, pin_system};
-use strata_summarize::{
-    resolve_relative, Date, ExtractiveConfig, FactKind, Registry, Salience, SalienceConfig, SummaryConfig,
-};
+use strata_strategies::TieredConfig;
+use strata_summarize::{resolve_relative, Date, ExtractiveConfig, FactKind, Registry, Salience, SummaryConfig};
 use strata_topic::TopicConfig;
 
 use crate::recall::{self, RecallConfig};
@@ -39,27 +38,14 @@ pub enum Clock {
 pub struct Layout {
     /// Share for turns recalled for the question (question-aware contexts only).
     pub recall: f64,
-    /// Share of the budget, without a question, for the most specific sentences of turns not
-    /// shown verbatim (`strata_summarize::salience`); what it leaves goes to summaries and
-    /// hot turns, and what they leave comes back to it.
-    pub salient: f64,
-    /// The same share of what the recall share leaves, with a question: recalled turns are
-    /// the better use of the budget then, and take what the rest does not use.
-    pub salient_with_question: f64,
-    /// How salient sentences are scored and shown.
-    pub salience: SalienceConfig,
+    /// The salient sentences' shares and scoring (`strata_summarize::salience`): the config
+    /// file's `[tiered]` table.
+    pub tiered: TieredConfig,
 }
 
 impl Default for Layout {
     fn default() -> Layout {
-        // One set of defaults: the config file's `[tiered]` table.
-        let tiered = strata_strategies::TieredConfig::default();
-        Layout {
-            recall: 0.9,
-            salient: tiered.salient,
-            salient_with_question: tiered.salient_with_question,
-            salience: tiered.salience(),
-        }
+        Layout { recall: 0.9, tiered: TieredConfig::default() }
     }
 }
 
@@ -514,7 +500,7 @@ impl Memory {
             self.history.pinned()..upto,
             allowance,
             counter,
-            &self.config.layout.salience,
+            &self.config.layout.tiered.salience(),
             &marked,
         )?;
         Some(Block::text(BlockKind::Salient, Role::System, s.text, s.turn_ids, counter))
@@ -720,8 +706,8 @@ impl Memory {
 
         // The most specific sentences of turns not shown verbatim get their share of the rest
         // (chosen last, once the hot turns shown are known).
-        let share =
-            if question.is_some() { self.config.layout.salient_with_question } else { self.config.layout.salient };
+        let tiered = &self.config.layout.tiered;
+        let share = if question.is_some() { tiered.salient_with_question } else { tiered.salient };
         let salient_allowance = (rest as f64 * share) as usize;
 
         // Summaries of spans that left the hot tier, newest first, within the warm and cool
