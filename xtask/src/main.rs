@@ -16,8 +16,11 @@ const USAGE: &str = "usage: cargo xtask <task>
 tasks:
   tidy                     check project rules (also run by cargo test)
   eval [ARGS]              run `strata eval` in release mode (ARGS as `strata eval --help`)
-  gen-probes [--seed N]    write the seeded probe sets to datasets/probes/: probes.jsonl (the
-                           committed set), probes-dev.jsonl and probes-heldout.jsonl
+  gen-probes [--seed N] [--paraphrase]
+                           write the seeded probe sets to datasets/probes/: probes.jsonl (the
+                           committed set), probes-dev.jsonl and probes-heldout.jsonl; with
+                           --paraphrase also probes-paraphrased.jsonl, the dev set's evidence
+                           turns rewritten by Qwen2.5-Coder 0.5B (fetches it; minutes)
   fetch-datasets [--check] download the public datasets into ../shared/datasets (or
                            STRATA_DATA) and verify every sha256 in MANIFEST.tsv
   fetch-models [NAME...]   fetch the pinned model weights into models/ (or STRATA_MODELS):
@@ -71,9 +74,11 @@ fn cargo_run_release(args: &[&str]) -> Result<()> {
 
 fn gen_probes(args: &[String]) -> Result<()> {
     let mut seed = 7u64;
+    let mut paraphrase = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--paraphrase" => paraphrase = true,
             "--seed" => seed = it.next().context("--seed needs a number")?.parse().context("--seed needs a number")?,
             other => bail!("gen-probes: unknown argument `{other}`"),
         }
@@ -98,6 +103,19 @@ fn gen_probes(args: &[String]) -> Result<()> {
         let probes: usize = conversations.iter().map(|c| c.probes.len()).sum();
         let turns: usize = conversations.iter().map(|c| c.turns.len()).sum();
         println!("{file}: {} conversations, {turns} turns, {probes} probes (seed {seed})", conversations.len());
+    }
+    if paraphrase {
+        // The dev families reworded by a model no template of ours wrote: a development set
+        // (its facts are the dev set's), which a phrasing rule tuned on the templates fails.
+        models::fetch(&root(), &["qwen2.5-coder-0.5b-instruct".to_string()])?;
+        cargo_run_release(&[
+            "paraphrase",
+            strata_probes::PROBES_DEV_FILE,
+            "--model",
+            "qwen",
+            "--out",
+            strata_probes::PROBES_PARAPHRASED_FILE,
+        ])?;
     }
     Ok(())
 }

@@ -133,6 +133,50 @@ fn qwen_writes_a_summary_of_a_fenced_transcript() {
 }
 
 #[test]
+fn qwen_paraphrases_statements_and_keeps_their_values() {
+    use strata_core::{Conversation, Probe, Role, Turn};
+    let qwen = generator(&strata_candle::QWEN_CODER_05B);
+    let probe = |id: &str, answer: &str, turn: &str| Probe {
+        id: id.into(),
+        question: "?".into(),
+        answer: answer.into(),
+        evidence: vec![turn.into()],
+        after: None,
+        category: None,
+        adversarial_answer: None,
+    };
+    let c = Conversation {
+        id: "c".into(),
+        turns: vec![
+            Turn::new(
+                "t1",
+                Role::User,
+                "heads up, the nightly export to bucket acme-exports-7 fails every time it hits 2 GB",
+            ),
+            Turn::new("t2", Role::Assistant, "lunch was great, thanks for asking"),
+            Turn::new(
+                "t3",
+                Role::User,
+                "we're going with Postgres for the ledger, mostly because the team already knows it",
+            ),
+            Turn::new("t4", Role::User, "the release train leaves on June 3rd, tell the mobile folks"),
+        ],
+        probes: vec![probe("p1", "acme-exports-7", "t1"), probe("p2", "Postgres", "t3"), probe("p3", "June 3rd", "t4")],
+        ..Conversation::default()
+    };
+    let (a, stats) = strata_probes::paraphrase(std::slice::from_ref(&c), &qwen, None, &mut |_, _| {});
+    let (b, _) = strata_probes::paraphrase(std::slice::from_ref(&c), &qwen, None, &mut |_, _| {});
+    assert_eq!(a, b, "greedy decoding: the same set twice");
+    assert_eq!(stats.asked, 3, "{stats:?}");
+    assert_eq!(a[0].turns[1].content, c.turns[1].content, "not evidence, not asked");
+    // Whatever the model wrote, a turn that changed still states its value.
+    for (p, t) in c.probes.iter().zip([0, 2, 3]) {
+        assert!(a[0].turns[t].content.contains(&p.answer), "{:?}", a[0].turns[t]);
+    }
+    assert_eq!(stats.rewritten + stats.refused.values().sum::<usize>(), 3, "{stats:?}");
+}
+
+#[test]
 fn the_int8_decoder_follows_candles_reference_decoder() {
     // Same GGUF, same prompt ids: the int8 decoder requantizes the weights, so its logits are
     // close to, not equal to, those of candle-transformers on the original blocks. (Greedy

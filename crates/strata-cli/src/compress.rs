@@ -71,6 +71,9 @@ pub(crate) fn run(args: Args) -> Result<String> {
         contexts.push((c.id.clone(), ctx));
     }
     if args.explain {
+        if let Some(table) = config.settings(&args.strategy) {
+            writeln!(explain, "settings:\n{table}")?;
+        }
         #[allow(clippy::print_stderr)]
         {
             eprint!("{explain}");

@@ -11,6 +11,7 @@ mod eval;
 mod input;
 mod memory;
 mod models;
+mod paraphrase;
 mod segment;
 mod summarize;
 mod tokens;
@@ -48,6 +49,8 @@ enum Command {
     Context(memory::ContextArgs),
     /// Rewrite a store's vectors from before schema 6 (f32) as int8 and shrink the file.
     Compact(memory::CompactArgs),
+    /// Rewrite a probe set's evidence turns with a local model, keeping planted values verbatim.
+    Paraphrase(Box<paraphrase::Args>),
 }
 
 /// An error caused by what the user gave us; exits with status 2.
@@ -94,6 +97,7 @@ fn main() -> ExitCode {
         Command::Recall(args) => memory::recall(args),
         Command::Context(args) => memory::context(args),
         Command::Compact(args) => memory::compact(args),
+        Command::Paraphrase(args) => paraphrase::run(*args),
     };
     match result {
         Ok(out) => {

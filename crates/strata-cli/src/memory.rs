@@ -28,6 +28,9 @@ pub(crate) struct Store {
     /// The context budget the tiers are sized for.
     #[arg(long, default_value_t = 8000)]
     tier_budget: usize,
+    /// Strategy settings, a TOML or JSON file; its `[tiered]` table shapes the context.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -129,17 +132,19 @@ fn pick_conversation(store: &SqliteStore, named: Option<String>) -> Result<Strin
     }
 }
 
-fn memory_config(conversation: &str, store: &Store) -> MemoryConfig {
+fn memory_config(conversation: &str, store: &Store) -> Result<MemoryConfig> {
     let mut config = MemoryConfig::for_budget(conversation, store.tier_budget);
     config.path = Some(store.db.clone());
     // A transcript is replayed, not lived: "now" is when its newest turn was said.
     config.clock = Clock::LastTurn;
-    config
+    config.layout.tiered = crate::input::strategy_config(store.config.as_deref())?.tiered;
+    Ok(config)
 }
 
 pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
-    // Load and validate the whole transcript before writing anything.
+    // Load and validate the whole transcript (and the settings) before writing anything.
     let loaded = load(&args.input)?;
+    crate::input::strategy_config(args.store.config.as_deref())?;
     let store = open_store(&args.store.db, true)?;
     let embedder = embedder(&args.store)?;
     let generator = crate::models::generator(args.model.as_deref(), args.store.models_dir.as_deref())?;
@@ -147,7 +152,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     let mut stdout = std::io::stdout().lock();
     for c in &loaded.conversations {
         let parts = Parts { counter: loaded.counter.clone(), embedder: embedder.clone(), generator: generator.clone() };
-        let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store), parts)?;
+        let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store)?, parts)?;
         // Resuming: the turns already stored must be this transcript's first turns.
         let stored = memory.len();
         for (i, t) in memory.history().turns().iter().enumerate() {
@@ -201,7 +206,7 @@ fn open_memory(store: &Store, conversation: Option<String>, tokenizer: &str) -> 
     let db = open_store(&store.db, false)?;
     let conversation = pick_conversation(&db, conversation)?;
     let parts = Parts { counter: strata_tokens::from_spec(tokenizer)?, embedder: embedder(store)?, generator: None };
-    Ok(Memory::with_store(db, memory_config(&conversation, store), parts)?)
+    Ok(Memory::with_store(db, memory_config(&conversation, store)?, parts)?)
 }
 
 pub(crate) fn recall(args: RecallArgs) -> Result<String> {
@@ -240,6 +245,11 @@ pub(crate) fn context(args: ContextArgs) -> Result<String> {
     if args.explain {
         let mut explain = String::new();
         crate::compress::explain_context(&mut explain, &conversation, memory.history(), &ctx)?;
+        let settings =
+            strata_strategies::StrategiesConfig { tiered: memory.config().layout.tiered.clone(), ..Default::default() };
+        if let Some(table) = settings.settings("tiered") {
+            writeln!(explain, "settings:\n{table}")?;
+        }
         #[allow(clippy::print_stderr)]
         {
             eprint!("{explain}");

@@ -60,6 +60,9 @@ pub const HELDOUT_FAMILY: Family = Family::Agent;
 pub const PROBES_DEV_FILE: &str = "datasets/probes/probes-dev.jsonl";
 /// The held-out suite's file (seed 7).
 pub const PROBES_HELDOUT_FILE: &str = "datasets/probes/probes-heldout.jsonl";
+/// The development suite with its evidence turns reworded by Qwen2.5-Coder 0.5B
+/// (`cargo xtask gen-probes --paraphrase`), relative to the repository root.
+pub const PROBES_PARAPHRASED_FILE: &str = "datasets/probes/probes-paraphrased.jsonl";
 
 /// The kinds each family plants; each is also its probes' category.
 const KINDS: &[&str] =

@@ -14,8 +14,13 @@ use std::collections::BTreeSet;
 use strata_core::{Conversation, Participant, Probe, Role, Timestamp, Turn};
 
 mod families;
+mod paraphrase;
 
-pub use families::{generate_family, Family, DEV_FAMILIES, HELDOUT_FAMILY, PROBES_DEV_FILE, PROBES_HELDOUT_FILE};
+pub use families::{
+    generate_family, Family, DEV_FAMILIES, HELDOUT_FAMILY, PROBES_DEV_FILE, PROBES_HELDOUT_FILE,
+    PROBES_PARAPHRASED_FILE,
+};
+pub use paraphrase::{paraphrase, ParaphraseStats, Refusal, PARAPHRASE_PROMPT};
 
 /// Conversations per family in the development suite (two families).
 const DEV_CONVERSATIONS: usize = 8;

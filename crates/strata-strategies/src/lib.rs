@@ -16,7 +16,7 @@ mod window;
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strata_core::{Generator, Strategy};
 
 pub use full::Full;
@@ -37,7 +37,7 @@ pub const NAMES: &[&str] = &["full", "window", "recent-8-summary-12", "summary-b
 /// [summary-buffer]
 /// trigger = 0.9
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct StrategiesConfig {
     #[serde(default)]
@@ -55,7 +55,7 @@ pub struct StrategiesConfig {
 }
 
 /// The tiered memory's question-agnostic knobs, as the config file's `[tiered]` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TieredConfig {
     /// Share of the budget, without a question, for the most specific sentences of turns not
@@ -65,13 +65,19 @@ pub struct TieredConfig {
     /// what the rest does not use).
     pub salient_with_question: f64,
     /// A sentence's information over its length in words to this power.
-    pub length_exponent: f32,
+    pub length_exponent: f64,
     /// How much of a sentence's score the information already kept takes away (0 to 1).
-    pub redundancy: f32,
+    pub redundancy: f64,
     /// A date line per day and relative dates resolved in the salient sentences.
     pub dated: bool,
     /// Sentences with fewer content words are never salient.
     pub min_words: usize,
+    /// How much a word's rarity outside the conversation (from the tokenizer's vocabulary
+    /// ranks) weighs its within-conversation rarity: 0 ignores it, 1 multiplies by it.
+    pub background: f64,
+    /// Sentences of at least this many words compete clause by clause, so filler clauses of a
+    /// kept sentence can be left out (0: whole sentences).
+    pub clause_words: usize,
 }
 
 impl Default for TieredConfig {
@@ -84,6 +90,8 @@ impl Default for TieredConfig {
             redundancy: s.redundancy,
             dated: s.dated,
             min_words: s.min_words,
+            background: s.background,
+            clause_words: s.clause_words,
         }
     }
 }
@@ -95,6 +103,8 @@ impl TieredConfig {
             redundancy: self.redundancy,
             dated: self.dated,
             min_words: self.min_words,
+            background: self.background,
+            clause_words: self.clause_words,
         }
     }
 
@@ -104,8 +114,10 @@ impl TieredConfig {
                 return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
             }
         }
-        if !(0.0..=1.0).contains(&self.redundancy) {
-            return Err(format!("tiered: `redundancy` must be between 0 and 1, not {}", self.redundancy));
+        for (name, v) in [("redundancy", self.redundancy), ("background", self.background)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
+            }
         }
         if !(0.0..=2.0).contains(&self.length_exponent) {
             return Err(format!("tiered: `length_exponent` must be between 0 and 2, not {}", self.length_exponent));
@@ -140,6 +152,24 @@ impl StrategiesConfig {
         };
         parsed.validate().map_err(|message| ConfigError::Invalid { file: file.to_string(), message })?;
         Ok(parsed)
+    }
+
+    /// The settings a strategy runs with, as its config-file table (defaults filled in), for
+    /// `--explain`; `None` for a name without a table. `tiered` is the tiered memory.
+    pub fn settings(&self, strategy: &str) -> Option<String> {
+        let (table, body) = match strategy {
+            "window" => ("window", toml::to_string(&self.window)),
+            "recent-8-summary-12" => ("recent-8-summary-12", toml::to_string(&self.recent_summary)),
+            "summary-buffer" => ("summary-buffer", toml::to_string(&self.summary_buffer)),
+            "segments" | "segments-abstractive" => ("segments", toml::to_string(&self.segments)),
+            "tiered" => ("tiered", toml::to_string(&self.tiered)),
+            _ => return None,
+        };
+        // Plain structs of numbers and flags: serialising them cannot fail. An unset limit
+        // is left out, as a file would leave it out.
+        let body = body.ok()?;
+        let body = body.trim_end();
+        Some(if body.is_empty() { format!("[{table}] (no settings)") } else { format!("[{table}]\n{body}") })
     }
 
     fn validate(&self) -> Result<(), String> {

@@ -10,12 +10,12 @@
 //! the buffer are forgotten. The rendering follows the seed: a "Conversation Summary (earlier
 //! context)" section, then "Recent conversation details" with Q/A pairs.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strata_core::{Block, BlockKind, Context, History, Role, Strategy, StrategyError};
 
 use crate::select::{finish, pin_system};
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RecentSummaryConfig {
     /// Interactions kept verbatim.

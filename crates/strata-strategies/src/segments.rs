@@ -12,13 +12,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strata_core::{Block, BlockKind, Context, Generator, History, Role, Strategy, StrategyError, Summary, Tier, Turn};
 use strata_summarize::{ExtractiveConfig, Registry, SummaryConfig};
 
 use crate::select::{finish, newest_fitting, pin_system, push_verbatim};
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SegmentsConfig {
     /// A segment closes once it holds this many tokens.

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strata_core::{
     Block, BlockKind, ChatMessage, Context, GenerateRequest, Generator, History, Role, Strategy, StrategyError,
     TokenCounter,
@@ -15,7 +15,7 @@ use strata_core::{
 use crate::select::{finish, newest_fitting, pin_system, push_verbatim};
 use crate::window::Window;
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SummaryBufferConfig {
     /// Summarise once the whole history reaches this share of the budget.

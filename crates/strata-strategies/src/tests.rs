@@ -346,7 +346,7 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     let c = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 0.5\nredundancy = 0\ndated = false\n").unwrap();
     assert_eq!((c.tiered.salient, c.tiered.salient_with_question), (0.5, 0.25));
     let s = c.tiered.salience();
-    assert_eq!((s.redundancy, s.dated, s.length_exponent), (0.0, false, 0.5));
+    assert_eq!((s.redundancy, s.dated, s.length_exponent, s.background), (0.0, false, 0.5, 0.0));
     let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 1.5\n").unwrap_err().to_string();
     assert_eq!(err, "c.toml: tiered: `salient` must be between 0 and 1, not 1.5");
     let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalience = 0.5\n").unwrap_err().to_string();
@@ -358,6 +358,36 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     );
     let err = build("segments-abstractive", &StrategiesConfig::default(), None).err().unwrap().to_string();
     assert_eq!(err, "strategy `segments-abstractive` needs a generator (a local model: pass --model)");
+}
+
+#[test]
+fn settings_list_every_knob_and_read_back_as_the_same_config() {
+    let c = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 0.5\n\n[segments]\nrecent = 0.3\n").unwrap();
+    let tiered = c.settings("tiered").unwrap();
+    expect![[r#"
+        [tiered]
+        salient = 0.5
+        salient_with_question = 0.25
+        length_exponent = 0.5
+        redundancy = 0.5
+        dated = true
+        min_words = 2
+        background = 0.0
+        clause_words = 0"#]]
+    .assert_eq(&tiered);
+    // What `--explain` prints is a config file that gives the same settings back.
+    let mut listed = String::new();
+    for name in ["tiered", "segments", "summary-buffer", "recent-8-summary-12"] {
+        let table = c.settings(name).unwrap();
+        listed.push_str(&table);
+        listed.push_str("\n\n");
+    }
+    let back = StrategiesConfig::parse("c.toml", &listed).unwrap();
+    assert_eq!(back, c);
+    assert_eq!(back.segments.recent, 0.3);
+    assert_eq!(c.settings("segments-abstractive"), c.settings("segments"));
+    assert_eq!(c.settings("window").unwrap(), "[window] (no settings)");
+    assert_eq!(c.settings("full"), None);
 }
 
 /// Random conversations: a system prompt or not, user and assistant turns of mixed scripts,

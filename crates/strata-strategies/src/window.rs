@@ -1,13 +1,13 @@
 //! `window`: the system prompt pinned, then the newest turns that fit the budget.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use strata_core::{Context, History, Strategy, StrategyError};
 
 use crate::select::{finish, newest_fitting, pin_system, push_verbatim};
 
 /// `window` has nothing to tune beyond the budget; the table exists so that configs can name
 /// it and so that later options have a home.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WindowConfig {}
 

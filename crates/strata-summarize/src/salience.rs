@@ -5,7 +5,11 @@
 //! A sentence scores the sum of its content words' inverse document frequency (documents are
 //! the conversation's sentences) over its length in words to the power `length_exponent`:
 //! boilerplate that recurs with new numbers scores low, a sentence that names a value said
-//! once scores high, whoever said it and however. Sentences are packed greedily into an
+//! once scores high, whoever said it and however. Optionally (`background`, off by default:
+//! it helps chat and costs technical sessions) each word's IDF is weighed by how rare the word
+//! is outside the conversation, which the tokenizer knows without a word list: a word said once
+//! here but common everywhere ("awesome") tells less than one rare everywhere ("pottery"); and
+//! long sentences may compete clause by clause (`clause_words`). Sentences are packed greedily into an
 //! allowance; a sentence's score is discounted by the share of its information already
 //! carried by sentences kept before it (`redundancy`), so the pack does not spend its budget
 //! on one fact said five ways. Kept sentences are shown in conversation order, one line per
@@ -30,6 +34,39 @@ fn words(text: &str) -> impl Iterator<Item = String> + '_ {
         .map(str::to_lowercase)
 }
 
+/// A long sentence cut into clauses at a comma, semicolon, colon or dash followed by a space
+/// (not before a digit: "May 8, 2023" stays whole); pieces under three words join the one
+/// before, so each clause keeps its words contiguous.
+fn clauses(sentence: &str, min_words: usize) -> Vec<String> {
+    if sentence.split_whitespace().count() < min_words {
+        return vec![sentence.to_string()];
+    }
+    let mut out: Vec<String> = Vec::new();
+    let mut start = 0;
+    let b = sentence.as_bytes();
+    let cut = |end: usize, next: usize, out: &mut Vec<String>, start: &mut usize| {
+        let piece = sentence[*start..end].trim();
+        if !piece.is_empty() {
+            match out.last_mut() {
+                Some(last) if piece.split_whitespace().count() < 3 || last.split_whitespace().count() < 3 => {
+                    last.push(' ');
+                    last.push_str(piece);
+                }
+                _ => out.push(piece.to_string()),
+            }
+        }
+        *start = next;
+    };
+    for i in 0..b.len() {
+        let sep = matches!(b[i], b',' | b';' | b':') || (b[i] == b'-' && i > 0 && b[i - 1] == b' ');
+        if sep && b.get(i + 1) == Some(&b' ') && !b.get(i + 2).is_some_and(u8::is_ascii_digit) {
+            cut(i + 1, i + 2, &mut out, &mut start);
+        }
+    }
+    cut(sentence.len(), sentence.len(), &mut out, &mut start);
+    out
+}
+
 /// The heading of the salient-sentences block.
 pub const SALIENT_HEADING: &str = "[Earlier in the conversation, the most specific statements, in their own words]";
 
@@ -38,19 +75,35 @@ pub const SALIENT_HEADING: &str = "[Earlier in the conversation, the most specif
 pub struct SalienceConfig {
     /// A sentence's information sum is divided by its length in words to this power: 0 favours
     /// long sentences, 1 ranks by mean rarity, 0.5 in between.
-    pub length_exponent: f32,
+    pub length_exponent: f64,
     /// How much of a sentence's score is lost for the information already kept (0: none,
     /// 1: all of the covered share).
-    pub redundancy: f32,
+    pub redundancy: f64,
     /// Show a date line per day and resolve relative time expressions.
     pub dated: bool,
     /// Sentences with fewer content words are not candidates ("ok", "thanks!").
     pub min_words: usize,
+    /// How much a word's rarity outside the conversation (the tokenizer's
+    /// [`TokenCounter::rarity`], 0 to 1) weighs its IDF: the weight is `1 - b + b * rarity`,
+    /// so 0 ignores it and 1 multiplies by it. Counters that cannot tell leave IDF alone.
+    pub background: f64,
+    /// Sentences of at least this many words compete clause by clause (cut at a comma,
+    /// semicolon, colon or dash before a word), so a kept sentence's filler clauses can be
+    /// left out while each clause stays whole; 0 keeps sentences whole. Applied where the
+    /// candidates are made ([`Salience::with_clauses`]), not at selection.
+    pub clause_words: usize,
 }
 
 impl Default for SalienceConfig {
     fn default() -> SalienceConfig {
-        SalienceConfig { length_exponent: 0.5, redundancy: 0.5, dated: true, min_words: 2 }
+        SalienceConfig {
+            length_exponent: 0.5,
+            redundancy: 0.5,
+            dated: true,
+            min_words: 2,
+            background: 0.0,
+            clause_words: 0,
+        }
     }
 }
 
@@ -74,6 +127,8 @@ pub struct Salience {
     df: BTreeMap<String, u32>,
     sentences: u32,
     candidates: Vec<Candidate>,
+    /// Sentences of at least this many words are candidates clause by clause (0: never).
+    clause_words: usize,
 }
 
 /// A block of salient sentences: its text and the ids of the turns it quotes.
@@ -88,12 +143,24 @@ impl Salience {
         Salience::default()
     }
 
+    /// Candidates cut into clauses (see [`SalienceConfig::clause_words`]); set before the first
+    /// turn is added, because the candidates are made as turns come.
+    pub fn with_clauses(mut self, clause_words: usize) -> Salience {
+        self.clause_words = clause_words;
+        self
+    }
+
     /// Adds turn `index`'s sentences to the statistics and the candidates. The pinned system
     /// prompt (index 0, role system) counts for the statistics only: it is always shown.
     pub fn add_turn(&mut self, index: usize, turn: &Turn) {
         let pinned = index == 0 && turn.role == Role::System;
-        for (order, s) in split(index, turn).into_iter().enumerate() {
-            let all: Vec<String> = words(&s.text).collect();
+        let clause_words = self.clause_words;
+        let units: Vec<String> = split(index, turn)
+            .into_iter()
+            .flat_map(|s| if s.code || clause_words == 0 { vec![s.text] } else { clauses(&s.text, clause_words) })
+            .collect();
+        for (order, text) in units.into_iter().enumerate() {
+            let all: Vec<String> = words(&text).collect();
             let distinct: BTreeSet<String> = all.iter().filter(|w| !is_stopword(w)).cloned().collect();
             self.sentences += 1;
             for w in &distinct {
@@ -103,7 +170,7 @@ impl Salience {
                 self.candidates.push(Candidate {
                     turn: index,
                     order,
-                    text: s.text,
+                    text,
                     words: distinct.into_iter().collect(),
                     length: all.len(),
                 });
@@ -140,12 +207,32 @@ impl Salience {
             .enumerate()
             .filter(|(_, c)| range.contains(&c.turn) && c.words.len() >= config.min_words)
             .collect();
-        let idf: Vec<Vec<f32>> = pool.iter().map(|(_, c)| c.words.iter().map(|w| self.idf(w)).collect()).collect();
+        // Rarity per distinct word, asked once per selection (a tokenizer call each).
+        let mut rarity: BTreeMap<&str, f32> = BTreeMap::new();
+        let idf: Vec<Vec<f32>> = pool
+            .iter()
+            .map(|(_, c)| {
+                c.words
+                    .iter()
+                    .map(|w| {
+                        let b = config.background as f32;
+                        let weight = *rarity.entry(w.as_str()).or_insert_with(|| {
+                            if b == 0.0 {
+                                1.0
+                            } else {
+                                counter.rarity(w).map_or(1.0, |r| 1.0 - b + b * r.clamp(0.0, 1.0))
+                            }
+                        });
+                        self.idf(w) * weight
+                    })
+                    .collect()
+            })
+            .collect();
         let notes: Vec<Option<String>> = pool.iter().map(|(_, c)| marked(c.turn, &c.text)).collect();
         let base: Vec<f32> = pool
             .iter()
             .zip(&idf)
-            .map(|((_, c), idf)| idf.iter().sum::<f32>() / (c.length.max(1) as f32).powf(config.length_exponent))
+            .map(|((_, c), idf)| idf.iter().sum::<f32>() / (c.length.max(1) as f32).powf(config.length_exponent as f32))
             .collect();
         // Lazy greedy: a sentence's score only falls as more is kept, so a popped sentence
         // whose rescored value still beats the next stale one is the true best.
@@ -163,7 +250,7 @@ impl Salience {
             let total: f32 = idf[i].iter().sum();
             let seen: f32 =
                 c.words.iter().zip(&idf[i]).filter(|(w, _)| covered.contains(w.as_str())).map(|(_, x)| x).sum();
-            let fresh = if total > 0.0 { base[i] * (1.0 - config.redundancy * seen / total) } else { 0.0 };
+            let fresh = if total > 0.0 { base[i] * (1.0 - config.redundancy as f32 * seen / total) } else { 0.0 };
             if heap.peek().is_some_and(|(Score(next), _)| fresh < *next) {
                 heap.push((Score(fresh), i));
                 continue;
@@ -297,7 +384,7 @@ mod tests {
     use strata_core::{Role, Timestamp, TokenCounter, Turn};
     use strata_tokens::Tiktoken;
 
-    use super::{Salience, SalienceConfig, SALIENT_HEADING};
+    use super::{clauses, Salience, SalienceConfig, SALIENT_HEADING};
 
     /// A conversation of boilerplate that recurs with new numbers, with two facts said once:
     /// one by the user, one by the assistant inside a code block, neither in a phrasing any
@@ -379,5 +466,40 @@ mod tests {
             "{}",
             got.text
         );
+    }
+
+    #[test]
+    fn clauses_cut_at_punctuation_keep_values_whole_and_let_filler_go() {
+        let long = "well, honestly, after all the back and forth this week, the quokka cluster reboots \
+                    nightly at 03:10 on May 8, 2027; blame Ferdinand - and the dashboards look fine";
+        let cut = clauses(long, 8);
+        assert_eq!(
+            cut,
+            [
+                "well, honestly, after all the back and forth this week,",
+                "the quokka cluster reboots nightly at 03:10 on May 8, 2027;",
+                "blame Ferdinand -",
+                "and the dashboards look fine",
+            ]
+        );
+        assert_eq!(cut.join(" ").split_whitespace().collect::<Vec<_>>(), long.split_whitespace().collect::<Vec<_>>());
+        assert_eq!(clauses("a short one, really", 8), ["a short one, really"]);
+
+        // With clauses the fact's clause is kept without the filler before it; whole
+        // sentences keep the filler with the fact, or neither.
+        let mut turns = conversation();
+        turns[20].content = long.to_string();
+        let counter = Tiktoken::o200k();
+        let none = |_: usize, _: &str| None;
+        let config = SalienceConfig::default();
+        let mut by_clause = Salience::new().with_clauses(8);
+        for (i, t) in turns.iter().enumerate() {
+            by_clause.add_turn(i, t);
+        }
+        let got = by_clause.select(&turns, 0..turns.len(), 60, &counter, &config, &none).unwrap();
+        assert!(got.text.contains("the quokka cluster reboots nightly at 03:10 on May 8, 2027;"), "{}", got.text);
+        assert!(!got.text.contains("back and forth"), "{}", got.text);
+        let whole = salience(&turns).select(&turns, 0..turns.len(), 60, &counter, &config, &none).unwrap();
+        assert_eq!(whole.text.contains("03:10"), whole.text.contains("back and forth"), "{}", whole.text);
     }
 }

@@ -203,6 +203,7 @@ impl Memory {
             },
             finished.clone(),
         );
+        let salience = Salience::new().with_clauses(config.layout.tiered.clause_words);
         let mut memory = Memory {
             sessions: Vec::new(),
             recalled_tokens: Vec::new(),
@@ -215,7 +216,7 @@ impl Memory {
             topic_starts: Vec::new(),
             registry: Registry::new(),
             registry_upto: 0,
-            salience: Salience::new(),
+            salience,
             salient_cache: std::sync::Mutex::new(None),
             worker,
             shown: finished,
@@ -234,6 +235,11 @@ impl Memory {
 
     pub fn conversation(&self) -> &str {
         &self.config.conversation
+    }
+
+    /// What the memory was opened with (its budget, policy and layout).
+    pub fn config(&self) -> &MemoryConfig {
+        &self.config
     }
 
     pub fn history(&self) -> &History {

@@ -146,6 +146,7 @@ fn locomo_window_at_2000_fits_the_budget() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("conv-26: strategy window, budget 2000, o200k_base:"), "{stderr}");
     assert!(stderr.contains("verbatim_turn"));
+    assert!(stderr.contains("settings:\n[window] (no settings)"), "{stderr}");
 }
 
 #[test]
@@ -430,12 +431,51 @@ fn replay_then_recall_and_context_from_the_store() {
     assert!(blocks.iter().any(|b| b["kind"] == "recalled"));
     assert!(String::from_utf8_lossy(&ctx.stderr).contains("recalled"));
 
+    // Without a question the salient sentences carry date lines; the config file's [tiered]
+    // table turns them off, and `--explain` lists the settings in effect.
+    let agnostic = |config: Option<&str>| {
+        let mut args = vec!["context", "--db", &db, "--embedder", "none", "--budget", "1000", "--format", "text"];
+        args.extend(config.map(|c| ["--config", c, "--explain"]).into_iter().flatten());
+        strata(&args)
+    };
+    let dated = agnostic(None);
+    assert!(dated.status.success(), "{}", String::from_utf8_lossy(&dated.stderr));
+    let date_line = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).contains(" 2023]\n");
+    assert!(date_line(&dated), "{}", String::from_utf8_lossy(&dated.stdout));
+    let (_cdir, config) = file("c.toml", b"[tiered]\ndated = false\nsalient = 0.8\n");
+    let undated = agnostic(Some(&config));
+    let stderr = String::from_utf8_lossy(&undated.stderr);
+    assert!(undated.status.success(), "{stderr}");
+    assert!(!date_line(&undated), "{}", String::from_utf8_lossy(&undated.stdout));
+    assert!(
+        stderr.contains("settings:\n[tiered]\nsalient = 0.8\n") && stderr.contains("\ndated = false\n"),
+        "{stderr}"
+    );
+    let (_bdir, bad) = file("bad.toml", b"[tiered]\nsalient = 2\n");
+    let out = agnostic(Some(&bad));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("bad.toml: tiered: `salient` must be between 0 and 1"));
+
     // A store written by this version has no f32 vectors to rewrite; compacting keeps every turn.
     let compact = strata(&["compact", "--db", &db]);
     assert!(compact.status.success(), "{}", String::from_utf8_lossy(&compact.stderr));
     assert!(String::from_utf8_lossy(&compact.stdout).contains(": 0 vector rows rewritten as int8;"));
     let again = strata(&["replay", &locomo(), conv, "conv-26", "--db", &db, "--embedder", "none"]);
     assert!(String::from_utf8_lossy(&again.stdout).contains("(419 already stored)"));
+}
+
+#[test]
+fn paraphrase_refuses_a_transcript_without_probes_before_loading_a_model() {
+    let text = br#"{"id": "a", "turns": [{"id": "u", "role": "user", "content": "Hi"}]}"#;
+    let (dir, path) = file("plain.json", text);
+    let out_path = dir.path().join("out.jsonl").display().to_string();
+    let out = strata(&["paraphrase", &path, "--model", "qwen", "--models-dir", "/nonexistent", "--out", &out_path]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("plain.json: no probes"), "{stderr}");
+    assert!(out.stdout.is_empty());
+    assert!(!dir.path().join("out.jsonl").exists());
 }
 
 #[test]
