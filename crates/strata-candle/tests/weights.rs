@@ -165,8 +165,6 @@ fn qwen_paraphrases_statements_and_keeps_their_values() {
         ..Conversation::default()
     };
     let (a, stats) = strata_probes::paraphrase(std::slice::from_ref(&c), &qwen, None, &mut |_, _| {});
-    let (b, _) = strata_probes::paraphrase(std::slice::from_ref(&c), &qwen, None, &mut |_, _| {});
-    assert_eq!(a, b, "greedy decoding: the same set twice");
     assert_eq!(stats.asked, 3, "{stats:?}");
     assert_eq!(a[0].turns[1].content, c.turns[1].content, "not evidence, not asked");
     // Whatever the model wrote, a turn that changed still states its value.
