@@ -9,6 +9,7 @@ use anyhow::{Context as _, Result};
 use strata::{Clock, Memory, MemoryConfig, Parts};
 use strata_core::{Embedder, Tier};
 use strata_store::SqliteStore;
+use strata_strategies::TieredConfig;
 
 use crate::input::{load, Input};
 use crate::BadInput;
@@ -132,19 +133,24 @@ fn pick_conversation(store: &SqliteStore, named: Option<String>) -> Result<Strin
     }
 }
 
-fn memory_config(conversation: &str, store: &Store) -> Result<MemoryConfig> {
+/// The `[tiered]` table of `--config`, or the defaults.
+fn tiered_config(store: &Store) -> Result<TieredConfig> {
+    Ok(crate::input::strategy_config(store.config.as_deref())?.tiered)
+}
+
+fn memory_config(conversation: &str, store: &Store, tiered: &TieredConfig) -> MemoryConfig {
     let mut config = MemoryConfig::for_budget(conversation, store.tier_budget);
     config.path = Some(store.db.clone());
     // A transcript is replayed, not lived: "now" is when its newest turn was said.
     config.clock = Clock::LastTurn;
-    config.layout.tiered = crate::input::strategy_config(store.config.as_deref())?.tiered;
-    Ok(config)
+    config.layout.tiered = tiered.clone();
+    config
 }
 
 pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     // Load and validate the whole transcript (and the settings) before writing anything.
     let loaded = load(&args.input)?;
-    crate::input::strategy_config(args.store.config.as_deref())?;
+    let tiered = tiered_config(&args.store)?;
     let store = open_store(&args.store.db, true)?;
     let embedder = embedder(&args.store)?;
     let generator = crate::models::generator(args.model.as_deref(), args.store.models_dir.as_deref())?;
@@ -152,7 +158,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     let mut stdout = std::io::stdout().lock();
     for c in &loaded.conversations {
         let parts = Parts { counter: loaded.counter.clone(), embedder: embedder.clone(), generator: generator.clone() };
-        let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store)?, parts)?;
+        let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store, &tiered), parts)?;
         // Resuming: the turns already stored must be this transcript's first turns.
         let stored = memory.len();
         for (i, t) in memory.history().turns().iter().enumerate() {
@@ -205,8 +211,9 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
 fn open_memory(store: &Store, conversation: Option<String>, tokenizer: &str) -> Result<Memory> {
     let db = open_store(&store.db, false)?;
     let conversation = pick_conversation(&db, conversation)?;
+    let tiered = tiered_config(store)?;
     let parts = Parts { counter: strata_tokens::from_spec(tokenizer)?, embedder: embedder(store)?, generator: None };
-    Ok(Memory::with_store(db, memory_config(&conversation, store)?, parts)?)
+    Ok(Memory::with_store(db, memory_config(&conversation, store, &tiered), parts)?)
 }
 
 pub(crate) fn recall(args: RecallArgs) -> Result<String> {

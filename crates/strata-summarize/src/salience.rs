@@ -207,7 +207,9 @@ impl Salience {
             .enumerate()
             .filter(|(_, c)| range.contains(&c.turn) && c.words.len() >= config.min_words)
             .collect();
-        // Rarity per distinct word, asked once per selection (a tokenizer call each).
+        // Rarity per distinct word, asked of the tokenizer once per selection, and only when
+        // it weighs anything.
+        let b = config.background as f32;
         let mut rarity: BTreeMap<&str, f32> = BTreeMap::new();
         let idf: Vec<Vec<f32>> = pool
             .iter()
@@ -215,14 +217,13 @@ impl Salience {
                 c.words
                     .iter()
                     .map(|w| {
-                        let b = config.background as f32;
-                        let weight = *rarity.entry(w.as_str()).or_insert_with(|| {
-                            if b == 0.0 {
-                                1.0
-                            } else {
-                                counter.rarity(w).map_or(1.0, |r| 1.0 - b + b * r.clamp(0.0, 1.0))
-                            }
-                        });
+                        let weight = if b == 0.0 {
+                            1.0
+                        } else {
+                            *rarity
+                                .entry(w.as_str())
+                                .or_insert_with(|| counter.rarity(w).map_or(1.0, |r| 1.0 - b + b * r.clamp(0.0, 1.0)))
+                        };
                         self.idf(w) * weight
                     })
                     .collect()
