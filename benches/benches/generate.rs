@@ -6,7 +6,7 @@
 //!
 //! Prints prompt and generated tokens per second for both, and the ratios. `STRATA_BENCH_PROMPT`
 //! sets the prompt's length in tokens (default 1,000): attention's share of a generated token
-//! grows with it. `STRATA_BENCH_QUICK` times our engine alone; `STRATA_BENCH_STOCK=0` leaves out
+//! grows with it. `STRATA_BENCH_QUICK` times our engine alone; `STRATA_BENCH_MODELS=1.5b` picks models; `STRATA_BENCH_STOCK=0` leaves out
 //! candle-transformers (the slowest, about 10 minutes of a 3,000-token run).
 
 #![allow(clippy::print_stdout)]
@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use strata_candle::{Backend, GgufGenerator, ModelSpec, QWEN_CODER_05B, SMOLLM2_135M};
+use strata_candle::{Backend, GgufGenerator, ModelSpec, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M};
 
 const RUNS: usize = 3;
 const GENERATE: usize = 64;
@@ -68,8 +68,12 @@ fn main() {
     }
     println!("| model | engine | prompt tokens/s | generated tokens/s | ratio prompt | ratio generated |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
-    for spec in [SMOLLM2_135M, QWEN_CODER_05B] {
-        bench(&spec, &models, &root, threads, quick, tokens);
+    // STRATA_BENCH_MODELS picks models by folder name (comma-separated substrings).
+    let pick = std::env::var("STRATA_BENCH_MODELS").unwrap_or_default();
+    for spec in [SMOLLM2_135M, QWEN_CODER_05B, QWEN_CODER_15B] {
+        if pick.is_empty() || pick.split(',').any(|p| spec.folder.contains(p)) {
+            bench(&spec, &models, &root, threads, quick, tokens);
+        }
     }
 }
 

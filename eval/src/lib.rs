@@ -101,6 +101,9 @@ pub struct EvalConfig {
     pub generator: Option<String>,
     /// Only the first N conversations of each dataset (abstractive runs are slow on CPU).
     pub limit: Option<usize>,
+    /// The sentence embedder of the tiered memory and the topic detectors: `minilm` or
+    /// `nomic`.
+    pub embedder: String,
 }
 
 /// What `config` in `results.json` records about a run.
@@ -121,6 +124,13 @@ pub struct RunConfig {
     pub generator: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// The sentence embedder (runs before it was recorded used MiniLM).
+    #[serde(default = "default_embedder")]
+    pub embedder: String,
+}
+
+fn default_embedder() -> String {
+    "minilm".to_string()
 }
 
 /// `results.json`. Its key names are read by other tools: keep them.
@@ -198,10 +208,13 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         if let Some(e) = &embedder {
             return Ok(e.clone());
         }
-        let e = embeddings(&config.models_dir).context(
-            "the tiered memory and the topic detectors (fixed, depth, combined) embed with MiniLM: run \
-             `cargo xtask fetch-models`, or leave out `tiered` and pass --segmenter none,even-10",
-        )?;
+        let e = embeddings(&config.embedder, &config.models_dir).with_context(|| {
+            format!(
+                "the tiered memory and the topic detectors (fixed, depth, combined) embed with {}: run \
+                 `cargo xtask fetch-models`, or leave out `tiered` and pass --segmenter none,even-10",
+                config.embedder
+            )
+        })?;
         embedder = Some(e.clone());
         Ok(e)
     };
@@ -301,16 +314,16 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         shard: config.shard,
         generator: config.generator.clone(),
         limit: config.limit,
+        embedder: config.embedder.clone(),
     };
     finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, records)
 }
 
-/// MiniLM sentence embeddings, cached on disk, for the topic detectors.
-fn embeddings(models_dir: &Path) -> Result<Arc<dyn strata_core::Embedder>> {
-    use strata_candle::{BertEmbedder, CachedEmbedder, EmbedderConfig, MINILM};
-    let dir = strata_candle::locate(Some(&models_dir.join(MINILM.folder)), &MINILM)?;
-    let model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default())?;
-    Ok(Arc::new(CachedEmbedder::open(model, &models_dir.join(".cache"))?))
+/// The sentence embeddings `name` selects, cached on disk, for the memory and the topic
+/// detectors.
+fn embeddings(name: &str, models_dir: &Path) -> Result<Arc<dyn strata_core::Embedder>> {
+    let model = strata_candle::load_embedder(name, models_dir)?;
+    Ok(Arc::new(strata_candle::CachedEmbedder::open(model, &models_dir.join(".cache"))?))
 }
 
 /// Combines the outputs of shards (each a directory a run wrote) into one result, written

@@ -1,4 +1,7 @@
-//! A BERT sentence encoder on candle: embeddings, self-attention layers, mean pooling.
+//! A BERT sentence encoder on candle: embeddings, self-attention layers, mean pooling. Two
+//! members of the family: classic BERT (all-MiniLM-L6-v2: learned positions, GELU, biases;
+//! safetensors) and nomic-bert (nomic-embed-text v1.5: rotary positions, SwiGLU, no biases
+//! in the linear layers; read straight from its GGUF file).
 //!
 //! Written here rather than taken from candle-transformers so that the hot path is ours to
 //! shape: query, key and value are one fused matmul; every linear layer runs as one 2-D
@@ -15,8 +18,63 @@ use strata_core::{EmbedError, Embedder};
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::int8::Int8Matrix;
-use crate::kernels::{BiasGelu, BiasResidualNorm, QkvHeads};
+use crate::kernels::{BiasGelu, BiasResidualNorm, QkvHeads, SwiGlu};
+use crate::weights::{ModelSpec, PinnedFile};
 use crate::ModelError;
+
+/// nomic-ai/nomic-embed-text-v1.5, F16 GGUF, as `cargo xtask fetch-models` writes it. Its
+/// vocabulary is bert-base-uncased's, the WordPiece vocabulary of all-MiniLM-L6-v2: the
+/// embedder reads that model's `tokenizer.json`.
+pub const NOMIC_EMBED_V15: ModelSpec = ModelSpec {
+    folder: "nomic-embed-text-v1.5",
+    hub_id: "nomic-ai/nomic-embed-text-v1.5-GGUF",
+    files: &[PinnedFile {
+        name: "model-f16.gguf",
+        size: 274_290_560,
+        sha256: "f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
+    }],
+};
+
+/// The names [`load_embedder`] knows, for command-line choices.
+pub const EMBEDDERS: &[&str] = &["minilm", "nomic"];
+
+/// The sentence embedder `name` selects, from `models_dir`, checked against its pinned
+/// hashes: `minilm` (all-MiniLM-L6-v2, 384 dimensions: the default) or `nomic`
+/// (nomic-embed-text v1.5, 768 dimensions, task prefixes; it reads MiniLM's `tokenizer.json`,
+/// the same WordPiece vocabulary, so both folders must be there). Both run in F32: 8-bit
+/// linear layers put nomic's vectors at a cosine of 0.99 to llama.cpp's (F32: 0.99999), and
+/// are faster only on CPUs with AVX-512 VNNI.
+pub fn load_embedder(name: &str, models_dir: &Path) -> Result<BertEmbedder, ModelError> {
+    use crate::weights::MINILM;
+    let minilm = || crate::locate(Some(&models_dir.join(MINILM.folder)), &MINILM);
+    match name {
+        "minilm" | "all-MiniLM-L6-v2" => BertEmbedder::load(&minilm()?, MINILM.folder, EmbedderConfig::default()),
+        "nomic" | "nomic-embed-text-v1.5" => {
+            let dir = crate::locate(Some(&models_dir.join(NOMIC_EMBED_V15.folder)), &NOMIC_EMBED_V15)?;
+            // Turns of a chat rarely reach 512 tokens; the model reads up to 2,048, at a
+            // quadratic cost in attention.
+            let config = EmbedderConfig { max_tokens: 512, ..EmbedderConfig::default() };
+            BertEmbedder::load_nomic(
+                &dir.join(NOMIC_EMBED_V15.files[0].name),
+                &minilm()?.join("tokenizer.json"),
+                NOMIC_EMBED_V15.folder,
+                config,
+            )
+        }
+        other => Err(ModelError::Run {
+            model: other.to_string(),
+            message: format!("no such embedder (known: {})", EMBEDDERS.join(", ")),
+        }),
+    }
+}
+
+/// The task prefixes a model was trained with: nomic-embed reads `search_document: ` before
+/// a text to be found and `search_query: ` before a question; MiniLM reads neither.
+#[derive(Debug, Clone, Default)]
+struct Prefixes {
+    document: &'static str,
+    query: &'static str,
+}
 
 /// How the linear layers compute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -65,6 +123,23 @@ enum Linear {
 }
 
 impl Linear {
+    /// A layer from its weights, row-major `(rows, inp)`, and its bias.
+    fn new(
+        weight: &[f32],
+        rows: usize,
+        inp: usize,
+        bias_vec: Vec<f32>,
+        precision: Precision,
+    ) -> candle_core::Result<Linear> {
+        Ok(match precision {
+            Precision::F32 => Linear::F32 {
+                weight_t: Tensor::from_slice(weight, (rows, inp), &Device::Cpu)?.t()?.contiguous()?,
+                bias_vec,
+            },
+            Precision::Int8 => Linear::Int8 { weight: Int8Matrix::quantize(weight, rows, inp), bias_vec },
+        })
+    }
+
     /// Several layers side by side (query, key, value) become one wider layer; `scales`
     /// multiplies each part's weights and bias (1/√d folded into the query).
     fn load(
@@ -87,15 +162,7 @@ impl Linear {
             .collect::<candle_core::Result<Vec<_>>>()?;
         let weight = Tensor::cat(&ws, 0)?;
         let bias = Tensor::cat(&bs, 0)?;
-        let bias_vec = bias.to_vec1()?;
-        Ok(match precision {
-            Precision::F32 => Linear::F32 { weight_t: weight.t()?.contiguous()?, bias_vec },
-            Precision::Int8 => {
-                let rows = weight.dim(0)?;
-                let weight = Int8Matrix::quantize(&weight.flatten_all()?.to_vec1()?, rows, inp);
-                Linear::Int8 { weight, bias_vec }
-            }
-        })
+        Linear::new(&weight.flatten_all()?.to_vec1()?, weight.dim(0)?, inp, bias.to_vec1()?, precision)
     }
 
     /// `x · Wᵀ` without the bias, and the bias, for the fused ops that add it.
@@ -112,6 +179,13 @@ impl Linear {
         product.apply_op1_no_bwd(&BiasGelu { bias: bias.to_vec() })
     }
 
+    /// `silu(gate) · up` of a stacked `[gate | up]` layer (no bias), in one pass after the
+    /// matmul.
+    fn forward_swiglu(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (product, _) = self.product(x)?;
+        product.apply_op1_no_bwd(&SwiGlu)
+    }
+
     /// `LayerNorm(x · Wᵀ + b + residual)` in one pass after the matmul.
     fn forward_residual_norm(&self, x: &Tensor, residual: &Tensor, norm: &Norm) -> candle_core::Result<Tensor> {
         let (product, bias) = self.product(x)?;
@@ -125,9 +199,24 @@ struct Layer {
     qkv: Linear,
     attn_out: Linear,
     attn_norm: Norm,
-    intermediate: Linear,
-    output: Linear,
+    ffn: Ffn,
     out_norm: Norm,
+}
+
+/// The feed-forward half of a layer.
+enum Ffn {
+    /// BERT: `W₂ · gelu(W₁ · x + b₁) + b₂`.
+    Gelu { intermediate: Linear, output: Linear },
+    /// nomic-bert: `W_down · (silu(W_gate · x) ⊙ W_up · x)`, gate and up stacked in one layer.
+    SwiGlu { gate_up: Linear, down: Linear },
+}
+
+/// How a token learns where it is.
+enum Positions {
+    /// BERT: a learned vector per position, added to the token's.
+    Learned(Embedding),
+    /// nomic-bert: query and key rotated by position (NeoX halves), `(positions, d/2)` tables.
+    Rotary { cos: Tensor, sin: Tensor },
 }
 
 /// A LayerNorm's parameters, applied together with the bias and residual before it.
@@ -143,12 +232,49 @@ impl Norm {
     }
 }
 
+/// Reads nomic-bert tensors from a GGUF file by name, as f32 values of the expected shape.
+struct GgufTensors<'a> {
+    content: &'a candle_core::quantized::gguf_file::Content,
+    file: std::fs::File,
+}
+
+impl GgufTensors<'_> {
+    fn get(&mut self, name: &str, shape: &[usize]) -> candle_core::Result<Tensor> {
+        let device = Device::Cpu;
+        let t = self.content.tensor(&mut self.file, name, &device)?.dequantize(&device)?;
+        if t.dims() != shape {
+            candle_core::bail!("tensor {name} has shape {:?}, expected {shape:?}", t.dims());
+        }
+        Ok(t)
+    }
+
+    fn vec(&mut self, name: &str, shape: &[usize]) -> candle_core::Result<Vec<f32>> {
+        self.get(name, shape)?.flatten_all()?.to_vec1()
+    }
+
+    fn norm(&mut self, name: &str, size: usize, eps: f32) -> candle_core::Result<Norm> {
+        Ok(Norm {
+            gamma: self.vec(&format!("{name}.weight"), &[size])?,
+            beta: self.vec(&format!("{name}.bias"), &[size])?,
+            eps,
+        })
+    }
+
+    fn meta(&self, key: &str) -> candle_core::Result<&candle_core::quantized::gguf_file::Value> {
+        match self.content.metadata.get(key) {
+            Some(v) => Ok(v),
+            None => candle_core::bail!("missing metadata {key}"),
+        }
+    }
+}
+
 /// A BERT-family sentence embedder: mean pooling over real tokens, then L2 normalisation.
 pub struct BertEmbedder {
     model_id: String,
     tokenizer: Tokenizer,
+    prefixes: Prefixes,
     word: Embedding,
-    position: Embedding,
+    positions: Positions,
     token_type: Tensor,
     embed_norm: LayerNorm,
     layers: Vec<Layer>,
@@ -168,7 +294,133 @@ fn load_err(path: &Path) -> impl Fn(String) -> ModelError + '_ {
     move |message| ModelError::Load { path: path.to_path_buf(), message }
 }
 
+/// The tokenizer at `path`, truncating at `max_tokens` and padding nothing: we pad per batch
+/// ourselves, and the file's fixed padding and 128-token truncation would waste work and cut
+/// sentences the model can read.
+fn tokenizer(path: &Path, max_tokens: usize) -> Result<Tokenizer, ModelError> {
+    if !path.exists() {
+        return Err(ModelError::Missing { path: path.to_path_buf() });
+    }
+    let mut tokenizer = Tokenizer::from_file(path).map_err(|e| load_err(path)(e.to_string()))?;
+    tokenizer.with_padding(None);
+    tokenizer
+        .with_truncation(Some(TruncationParams { max_length: max_tokens, ..Default::default() }))
+        .map_err(|e| load_err(path)(e.to_string()))?;
+    Ok(tokenizer)
+}
+
+/// The model id in caches and results: vectors of the quantized model differ slightly, so
+/// caches must not mix the two.
+fn precise_id(model_id: &str, precision: Precision) -> String {
+    match precision {
+        Precision::F32 => model_id.to_string(),
+        Precision::Int8 => format!("{model_id}+int8"),
+    }
+}
+
 impl BertEmbedder {
+    /// Loads a nomic-bert model (nomic-embed-text v1.5) from its GGUF file, with the WordPiece
+    /// vocabulary of `tokenizer` (a `tokenizer.json`). Documents are embedded after
+    /// `search_document: ` and questions after `search_query: `, as the model was trained.
+    pub fn load_nomic(
+        gguf: &Path,
+        tokenizer_path: &Path,
+        model_id: &str,
+        config: EmbedderConfig,
+    ) -> Result<BertEmbedder, ModelError> {
+        let err = load_err(gguf);
+        let mut file = std::fs::File::open(gguf).map_err(|_| ModelError::Missing { path: gguf.to_path_buf() })?;
+        let content = candle_core::quantized::gguf_file::Content::read(&mut file)
+            .map_err(|e| err(format!("not a GGUF file: {e}")))?;
+        let mut g = GgufTensors { content: &content, file };
+        let build = |g: &mut GgufTensors<'_>| -> candle_core::Result<BertEmbedder> {
+            let arch = g.meta("general.architecture")?.to_string()?.clone();
+            if arch != "nomic-bert" {
+                candle_core::bail!("architecture {arch} is not nomic-bert");
+            }
+            let get = |g: &GgufTensors<'_>, key: &str| -> candle_core::Result<usize> {
+                Ok(g.meta(&format!("nomic-bert.{key}"))?.to_u32()? as usize)
+            };
+            let (h, heads, blocks, ff) = (
+                get(g, "embedding_length")?,
+                get(g, "attention.head_count")?,
+                get(g, "block_count")?,
+                get(g, "feed_forward_length")?,
+            );
+            let context = get(g, "context_length")?;
+            let eps = g.meta("nomic-bert.attention.layer_norm_epsilon")?.to_f32()?;
+            let base = g.meta("nomic-bert.rope.freq_base")?.to_f32()?;
+            if heads == 0 || h % heads != 0 {
+                candle_core::bail!("{heads} attention heads do not divide {h}");
+            }
+            let d = h / heads;
+            let vocab = match g.content.tensor_infos.get("token_embd.weight") {
+                Some(info) => info.shape.dims()[0],
+                None => candle_core::bail!("missing tensor token_embd.weight"),
+            };
+            let word = Embedding::new(g.get("token_embd.weight", &[vocab, h])?, h);
+            let token_type = g.get("token_types.weight", &[2, h])?.get(0)?;
+            let embed_norm = {
+                let n = g.norm("token_embd_norm", h, eps)?;
+                let t = |v: Vec<f32>| Tensor::from_vec(v, h, &Device::Cpu);
+                LayerNorm::new(t(n.gamma)?, t(n.beta)?, f64::from(eps))
+            };
+            let p = config.precision;
+            let scale = 1.0 / (d as f32).sqrt();
+            let mut layers = Vec::with_capacity(blocks);
+            for i in 0..blocks {
+                let b = format!("blk.{i}");
+                // 1/√d folded into the query rows; rotation is linear, so it commutes.
+                let mut qkv = g.vec(&format!("{b}.attn_qkv.weight"), &[3 * h, h])?;
+                qkv[..h * h].iter_mut().for_each(|w| *w *= scale);
+                let mut gate_up = g.vec(&format!("{b}.ffn_gate.weight"), &[ff, h])?;
+                gate_up.extend(g.vec(&format!("{b}.ffn_up.weight"), &[ff, h])?);
+                let down = g.vec(&format!("{b}.ffn_down.weight"), &[h, ff])?;
+                layers.push(Layer {
+                    qkv: Linear::new(&qkv, 3 * h, h, vec![0.0; 3 * h], p)?,
+                    attn_out: Linear::new(&g.vec(&format!("{b}.attn_output.weight"), &[h, h])?, h, h, vec![0.0; h], p)?,
+                    attn_norm: g.norm(&format!("{b}.attn_output_norm"), h, eps)?,
+                    ffn: Ffn::SwiGlu {
+                        gate_up: Linear::new(&gate_up, 2 * ff, h, Vec::new(), p)?,
+                        down: Linear::new(&down, h, ff, vec![0.0; h], p)?,
+                    },
+                    out_norm: g.norm(&format!("{b}.layer_output_norm"), h, eps)?,
+                });
+            }
+            let max_tokens = config.max_tokens.min(context);
+            let half = d / 2;
+            let (mut cos, mut sin) = (vec![0f32; max_tokens * half], vec![0f32; max_tokens * half]);
+            for pos in 0..max_tokens {
+                for j in 0..half {
+                    let angle = pos as f32 / base.powf((2 * j) as f32 / d as f32);
+                    cos[pos * half + j] = angle.cos();
+                    sin[pos * half + j] = angle.sin();
+                }
+            }
+            let device = Device::Cpu;
+            Ok(BertEmbedder {
+                model_id: precise_id(model_id, p),
+                tokenizer: Tokenizer::new(tokenizers::models::wordpiece::WordPiece::default()),
+                prefixes: Prefixes { document: "search_document: ", query: "search_query: " },
+                word,
+                positions: Positions::Rotary {
+                    cos: Tensor::from_vec(cos, (max_tokens, half), &device)?,
+                    sin: Tensor::from_vec(sin, (max_tokens, half), &device)?,
+                },
+                token_type,
+                embed_norm,
+                layers,
+                heads,
+                hidden: h,
+                config: EmbedderConfig { max_tokens, ..config },
+                device,
+            })
+        };
+        let mut model = build(&mut g).map_err(|e| err(e.to_string()))?;
+        model.tokenizer = tokenizer(tokenizer_path, model.config.max_tokens)?;
+        Ok(model)
+    }
+
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`. `model_id`
     /// names the model in caches and results.
     pub fn load(dir: &Path, model_id: &str, config: EmbedderConfig) -> Result<BertEmbedder, ModelError> {
@@ -183,20 +435,7 @@ impl BertEmbedder {
                 bert.hidden_act
             )));
         }
-        let tok_path = dir.join("tokenizer.json");
-        if !tok_path.exists() {
-            return Err(ModelError::Missing { path: tok_path });
-        }
-        let mut tokenizer = Tokenizer::from_file(&tok_path).map_err(|e| load_err(&tok_path)(e.to_string()))?;
-        // We pad per batch ourselves; the file's fixed padding and 128-token truncation would
-        // waste work and cut sentences the model can read.
-        tokenizer.with_padding(None);
-        tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: config.max_tokens.min(bert.max_position_embeddings),
-                ..Default::default()
-            }))
-            .map_err(|e| load_err(&tok_path)(e.to_string()))?;
+        let tokenizer = tokenizer(&dir.join("tokenizer.json"), config.max_tokens.min(bert.max_position_embeddings))?;
         let weights_path = dir.join("model.safetensors");
         let bytes = std::fs::read(&weights_path).map_err(|_| ModelError::Missing { path: weights_path.clone() })?;
         let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)
@@ -225,15 +464,17 @@ impl BertEmbedder {
                     )?,
                     attn_out: Linear::load(&l.pp("attention.output"), &["dense"], &[1.0], h, h, p)?,
                     attn_norm: Norm::load(l.pp("attention.output.LayerNorm"), h, bert.layer_norm_eps)?,
-                    intermediate: Linear::load(
-                        &l.pp("intermediate"),
-                        &["dense"],
-                        &[1.0],
-                        h,
-                        bert.intermediate_size,
-                        p,
-                    )?,
-                    output: Linear::load(&l.pp("output"), &["dense"], &[1.0], bert.intermediate_size, h, p)?,
+                    ffn: Ffn::Gelu {
+                        intermediate: Linear::load(
+                            &l.pp("intermediate"),
+                            &["dense"],
+                            &[1.0],
+                            h,
+                            bert.intermediate_size,
+                            p,
+                        )?,
+                        output: Linear::load(&l.pp("output"), &["dense"], &[1.0], bert.intermediate_size, h, p)?,
+                    },
                     out_norm: Norm::load(l.pp("output.LayerNorm"), h, bert.layer_norm_eps)?,
                 });
             }
@@ -241,16 +482,12 @@ impl BertEmbedder {
         };
         let (word, position, token_type, embed_norm, layers) =
             build().map_err(|e| load_err(&weights_path)(e.to_string()))?;
-        // Vectors of the quantized model differ slightly; caches must not mix the two.
-        let model_id = match config.precision {
-            Precision::F32 => model_id.to_string(),
-            Precision::Int8 => format!("{model_id}+int8"),
-        };
         Ok(BertEmbedder {
-            model_id,
+            model_id: precise_id(model_id, config.precision),
             tokenizer,
+            prefixes: Prefixes::default(),
             word,
-            position,
+            positions: Positions::Learned(position),
             token_type,
             embed_norm,
             layers,
@@ -273,26 +510,38 @@ impl BertEmbedder {
         }
         let ids = Tensor::from_vec(ids, (b, t), &self.device)?;
         let mask = Tensor::from_vec(mask, (b, t), &self.device)?;
-        let positions = Tensor::arange(0u32, t as u32, &self.device)?;
-        let x = self
-            .word
-            .forward(&ids)?
-            .broadcast_add(&self.position.forward(&positions)?)?
-            .broadcast_add(&self.token_type)?;
+        let mut x = self.word.forward(&ids)?.broadcast_add(&self.token_type)?;
+        let rotary = match &self.positions {
+            Positions::Learned(table) => {
+                x = x.broadcast_add(&table.forward(&Tensor::arange(0u32, t as u32, &self.device)?)?)?;
+                None
+            }
+            Positions::Rotary { cos, sin } => Some((cos.narrow(0, 0, t)?, sin.narrow(0, 0, t)?)),
+        };
         let mut x = self.embed_norm.forward(&x)?.reshape((b * t, h))?;
         // Padding gets a large negative score so softmax gives it no weight.
         let bias_mask = ((mask.ones_like()? - &mask)? * -1e9f64)?.reshape((b, 1, 1, t))?;
         for layer in &self.layers {
             let (product, bias) = layer.qkv.product(&x)?;
             let qkv = product.apply_op1_no_bwd(&QkvHeads { bias: bias.to_vec(), batch: b, tokens: t, heads })?;
-            let (q, k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
+            let (mut q, mut k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
+            if let Some((cos, sin)) = &rotary {
+                q = candle_nn::rotary_emb::rope(&q, cos, sin)?;
+                k = candle_nn::rotary_emb::rope(&k, cos, sin)?;
+            }
             // The 1/√d scale is folded into the query weights at load time.
             let scores = q.matmul(&k.t()?)?.broadcast_add(&bias_mask)?;
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
             let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b * t, h))?;
             let a = layer.attn_out.forward_residual_norm(&ctx, &x, &layer.attn_norm)?;
-            let inner = layer.intermediate.forward_gelu(&a)?;
-            x = layer.output.forward_residual_norm(&inner, &a, &layer.out_norm)?;
+            x = match &layer.ffn {
+                Ffn::Gelu { intermediate, output } => {
+                    output.forward_residual_norm(&intermediate.forward_gelu(&a)?, &a, &layer.out_norm)?
+                }
+                Ffn::SwiGlu { gate_up, down } => {
+                    down.forward_residual_norm(&gate_up.forward_swiglu(&a)?, &a, &layer.out_norm)?
+                }
+            };
         }
         // Mean over real tokens, then unit length.
         let x = x.reshape((b, t, h))?;
@@ -304,9 +553,11 @@ impl BertEmbedder {
         mean.broadcast_div(&norm)?.to_vec2::<f32>()
     }
 
-    fn run(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
+    /// Embeds `texts`, each after `prefix`.
+    fn run(&self, texts: &[&str], prefix: &str) -> Result<Vec<Vec<f32>>, ModelError> {
         let err = |message: String| ModelError::Run { model: self.model_id.clone(), message };
-        let encodings = self.tokenizer.encode_batch(texts.to_vec(), true).map_err(|e| err(e.to_string()))?;
+        let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        let encodings = self.tokenizer.encode_batch(inputs, true).map_err(|e| err(e.to_string()))?;
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
         // Length bucketing: sort by length so each batch pads only to its own longest.
         let mut order: Vec<usize> = (0..ids.len()).collect();
@@ -337,6 +588,12 @@ impl Embedder for BertEmbedder {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.run(texts).map_err(|e| EmbedError::Backend { model: self.model_id.clone(), message: e.to_string() })
+        self.run(texts, self.prefixes.document)
+            .map_err(|e| EmbedError::Backend { model: self.model_id.clone(), message: e.to_string() })
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(texts, self.prefixes.query)
+            .map_err(|e| EmbedError::Backend { model: self.model_id.clone(), message: e.to_string() })
     }
 }

@@ -47,10 +47,22 @@ pub(crate) fn file_name(model_id: &str) -> String {
         .collect()
 }
 
-fn key(model: &str, text: &str) -> Key {
+/// Which side of a search a text is on: asymmetric models embed the two differently.
+#[derive(Clone, Copy)]
+enum Side {
+    Document,
+    Query,
+}
+
+fn key(model: &str, side: Side, text: &str) -> Key {
     let mut h = Sha256::new();
     h.update(model.as_bytes());
-    h.update([0u8]);
+    // Documents keep the key they always had, so caches written before queries were told
+    // apart stay valid.
+    match side {
+        Side::Document => h.update([0u8]),
+        Side::Query => h.update(b"\0query\0"),
+    }
     h.update(text.as_bytes());
     h.finalize().into()
 }
@@ -104,8 +116,18 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.cached(texts, Side::Document)
+    }
+
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.cached(texts, Side::Query)
+    }
+}
+
+impl<E: Embedder> CachedEmbedder<E> {
+    fn cached(&self, texts: &[&str], side: Side) -> Result<Vec<Vec<f32>>, EmbedError> {
         let model = self.inner.model_id();
-        let keys: Vec<Key> = texts.iter().map(|t| key(model, t)).collect();
+        let keys: Vec<Key> = texts.iter().map(|t| key(model, side, t)).collect();
         let missing: Vec<usize> = {
             let store = self.store.lock().map_err(|_| poisoned(model))?;
             let mut seen = std::collections::HashSet::new();
@@ -113,7 +135,11 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
         };
         if !missing.is_empty() {
             // The model runs outside the lock, so other threads keep reading the cache.
-            let fresh = self.inner.embed(&missing.iter().map(|&i| texts[i]).collect::<Vec<_>>())?;
+            let ask: Vec<&str> = missing.iter().map(|&i| texts[i]).collect();
+            let fresh = match side {
+                Side::Document => self.inner.embed(&ask)?,
+                Side::Query => self.inner.embed_query(&ask)?,
+            };
             let mut store = self.store.lock().map_err(|_| poisoned(model))?;
             let mut buf = Vec::with_capacity(missing.len() * (32 + 4 * self.dim()));
             for (&i, v) in missing.iter().zip(&fresh) {
@@ -155,6 +181,21 @@ mod tests {
             self.0.fetch_add(texts.len(), Ordering::SeqCst);
             Ok(texts.iter().map(|t| vec![t.len() as f32, f32::from(t.bytes().next().unwrap_or(0))]).collect())
         }
+        /// A query's vector is its document vector negated.
+        fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(self.embed(texts)?.into_iter().map(|v| v.into_iter().map(|x| -x).collect()).collect())
+        }
+    }
+
+    #[test]
+    fn a_query_and_a_document_of_the_same_text_are_cached_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CachedEmbedder::open(Counting(AtomicUsize::new(0)), dir.path()).unwrap();
+        assert_eq!(cache.embed(&["ab"]).unwrap(), vec![vec![2.0, 97.0]]);
+        assert_eq!(cache.embed_query(&["ab"]).unwrap(), vec![vec![-2.0, -97.0]]);
+        assert_eq!(cache.embed_query(&["ab"]).unwrap(), vec![vec![-2.0, -97.0]]);
+        assert_eq!(cache.embed(&["ab"]).unwrap(), vec![vec![2.0, 97.0]]);
+        assert_eq!(cache.inner().0.load(Ordering::SeqCst), 2, "one call per side, then the cache");
     }
 
     #[test]

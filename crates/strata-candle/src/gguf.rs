@@ -27,6 +27,18 @@ pub const QWEN_CODER_05B: ModelSpec = ModelSpec {
     }],
 };
 
+/// Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: the stronger generator, about three times the
+/// 0.5B's cost.
+pub const QWEN_CODER_15B: ModelSpec = ModelSpec {
+    folder: "qwen2.5-coder-1.5b-instruct",
+    hub_id: "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
+    files: &[PinnedFile {
+        name: "model-q4_k_m.gguf",
+        size: 1_117_320_768,
+        sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    }],
+};
+
 /// SmolLM2-135M-Instruct, Q4_1: small and fast, for tests.
 pub const SMOLLM2_135M: ModelSpec = ModelSpec {
     folder: "smollm2-135m-instruct",
@@ -38,12 +50,14 @@ pub const SMOLLM2_135M: ModelSpec = ModelSpec {
     }],
 };
 
-/// The generator `name` selects: `qwen` (Qwen2.5-Coder-0.5B, the default summarizer) or
-/// `smollm2` from `models_dir`, checked against their pinned hashes, or a path to any GGUF
-/// file of a supported architecture (named by its file stem).
+/// The generator `name` selects: `qwen` (Qwen2.5-Coder-0.5B, the default summarizer),
+/// `qwen1.5b` (Qwen2.5-Coder-1.5B) or `smollm2` from `models_dir`, checked against their
+/// pinned hashes, or a path to any GGUF file of a supported architecture (named by its file
+/// stem).
 pub fn load_generator(name: &str, models_dir: &Path) -> Result<GgufGenerator, ModelError> {
     let spec = match name {
         "qwen" | "qwen2.5-coder-0.5b-instruct" => Some(QWEN_CODER_05B),
+        "qwen1.5b" | "qwen2.5-coder-1.5b-instruct" => Some(QWEN_CODER_15B),
         "smollm2" | "smollm2-135m-instruct" => Some(SMOLLM2_135M),
         _ => None,
     };

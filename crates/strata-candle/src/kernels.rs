@@ -119,6 +119,40 @@ impl candle_core::CustomOp2 for BiasResidualNorm {
     }
 }
 
+/// `silu(gate) · up` over rows laid out `[gate (ff) | up (ff)]`, as a stacked product gives
+/// them: one pass instead of two slices, an activation and a product.
+pub(crate) struct SwiGlu;
+
+impl CustomOp1 for SwiGlu {
+    fn name(&self) -> &'static str {
+        "swiglu"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let CpuStorage::F32(data) = storage else {
+            candle_core::bail!("swiglu: expected f32");
+        };
+        let (Some((start, end)), &[rows, width]) = (layout.contiguous_offsets(), layout.dims()) else {
+            candle_core::bail!("swiglu: expected a contiguous 2-D tensor, got {:?}", layout.shape());
+        };
+        if width % 2 != 0 {
+            candle_core::bail!("swiglu: {width} columns do not split into gate and up");
+        }
+        let ff = width / 2;
+        let x = &data[start..end];
+        let mut out = vec![0f32; rows * ff];
+        out.par_chunks_mut(ff * 16).zip(x.par_chunks(width * 16)).for_each(|(o, x)| {
+            for (orow, xrow) in o.chunks_exact_mut(ff).zip(x.chunks_exact(width)) {
+                let (gate, up) = xrow.split_at(ff);
+                for ((o, &g), &u) in orow.iter_mut().zip(gate).zip(up) {
+                    *o = g / (1.0 + (-g).exp()) * u;
+                }
+            }
+        });
+        Ok((CpuStorage::F32(out), Shape::from((rows, ff))))
+    }
+}
+
 /// Adds the bias to a fused query-key-value product `(b·t, 3·h)` and lays it out as
 /// `(3, b, heads, t, d)`, so that each of query, key and value is a contiguous
 /// `(b, heads, t, d)` block: one pass instead of an add and three transposing copies.

@@ -1,8 +1,9 @@
 //! The one crate that knows candle and model weights.
 //!
 //! [`BertEmbedder`] implements [`strata_core::Embedder`] for BERT-family sentence models
-//! (all-MiniLM-L6-v2 by default): WordPiece tokens from the model's `tokenizer.json`, a BERT
-//! encoder run through candle on the CPU, mean pooling over real tokens, L2 normalisation.
+//! (all-MiniLM-L6-v2 by default, nomic-embed-text v1.5 from its GGUF file with its task
+//! prefixes; [`load_embedder`] by name): WordPiece tokens from a `tokenizer.json`, the encoder
+//! run through candle on the CPU, mean pooling over real tokens, L2 normalisation.
 //! Sentences are sorted by length and batched so that a batch pads only to its own longest
 //! sentence. [`CachedEmbedder`] keeps vectors on disk by content hash and model id, so that a
 //! second eval run computes nothing. Weights are found by [`locate`]: an explicit folder,
@@ -22,10 +23,10 @@ mod kernels;
 mod llm;
 mod weights;
 
-pub use bert::{BertEmbedder, EmbedderConfig, Precision};
+pub use bert::{load_embedder, BertEmbedder, EmbedderConfig, Precision, EMBEDDERS, NOMIC_EMBED_V15};
 pub use cache::CachedEmbedder;
 pub use gencache::CachedGenerator;
-pub use gguf::{load_generator, Backend, GgufGenerator, Timing, QWEN_CODER_05B, SMOLLM2_135M};
+pub use gguf::{load_generator, Backend, GgufGenerator, Timing, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M};
 pub use weights::{locate, verify, ModelSpec, MINILM};
 
 use std::path::PathBuf;

@@ -78,12 +78,15 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',', default_value = "lead-3")]
     summarizer: Vec<String>,
     /// A local model for segments-abstractive, summary-buffer and the `model` and `checked`
-    /// summarizers: qwen, smollm2, or a GGUF file.
+    /// summarizers: qwen, qwen1.5b, smollm2, or a GGUF file.
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
     /// Only the first N conversations of each dataset.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+    /// Sentence embeddings of the tiered memory and the topic detectors: minilm or nomic.
+    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic"])]
+    embedder: String,
     /// Hide the progress bar.
     #[arg(long)]
     quiet: bool,
@@ -154,6 +157,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 progress: !a.quiet,
                 generator: a.model,
                 limit: a.limit,
+                embedder: a.embedder,
             };
             (strata_eval::run(&config)?, a.gate)
         }

@@ -49,6 +49,8 @@ enum Command {
     Context(memory::ContextArgs),
     /// Rewrite a store's vectors from before schema 6 (f32) as int8 and shrink the file.
     Compact(memory::CompactArgs),
+    /// Replace a store's vectors with another embedding model's (the store remembers which).
+    Reembed(memory::ReembedArgs),
     /// Rewrite a probe set's evidence turns with a local model, keeping planted values verbatim.
     Paraphrase(Box<paraphrase::Args>),
 }
@@ -97,6 +99,7 @@ fn main() -> ExitCode {
         Command::Recall(args) => memory::recall(args),
         Command::Context(args) => memory::context(args),
         Command::Compact(args) => memory::compact(args),
+        Command::Reembed(args) => memory::reembed(args),
         Command::Paraphrase(args) => paraphrase::run(*args),
     };
     match result {

@@ -20,9 +20,11 @@ pub(crate) struct Store {
     /// The store file (SQLite); created by `replay` if absent.
     #[arg(long, value_name = "PATH")]
     db: PathBuf,
-    /// Sentence embeddings for recall and topic shifts: minilm, or none (words only).
-    #[arg(long, default_value = "minilm", value_parser = ["minilm", "none"])]
-    embedder: String,
+    /// Sentence embeddings for recall and topic shifts: minilm, nomic, or none (words only)
+    /// [default: the model that wrote the store's vectors, else minilm]. A store is searched
+    /// only with the model that wrote it; `strata reembed` moves it to another.
+    #[arg(long, value_parser = ["minilm", "nomic", "none"])]
+    embedder: Option<String>,
     /// Where model weights are [default: $STRATA_MODELS, else ./models].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
@@ -43,7 +45,7 @@ pub(crate) struct ReplayArgs {
     /// Print a line every N turns (and whenever the policy acts).
     #[arg(long, default_value_t = 25)]
     every: usize,
-    /// Summarise with a local model (qwen, smollm2 or a GGUF path) instead of extractively.
+    /// Summarise with a local model (qwen, qwen1.5b, smollm2 or a GGUF path) instead of extractively.
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
 }
@@ -89,11 +91,21 @@ pub(crate) struct ContextArgs {
     tokenizer: String,
 }
 
-fn embedder(store: &Store) -> Result<Option<Arc<dyn Embedder>>> {
-    if store.embedder == "none" {
+/// The embedder `--embedder` names, else the one that wrote `db`'s vectors, else MiniLM.
+fn embedder(store: &Store, db: &SqliteStore) -> Result<Option<Arc<dyn Embedder>>> {
+    let name = match &store.embedder {
+        Some(name) => name.clone(),
+        // Model ids are the model's folder name (with `+int8` for 8-bit vectors), which
+        // `load_embedder` also takes.
+        None => match db.embedder()? {
+            Some((model, _)) => model.split('+').next().unwrap_or("minilm").to_string(),
+            None => "minilm".to_string(),
+        },
+    };
+    if name == "none" {
         return Ok(None);
     }
-    Ok(Some(crate::models::minilm(&crate::models::dir(store.models_dir.as_deref()))?))
+    Ok(Some(crate::models::embedder(&name, &crate::models::dir(store.models_dir.as_deref()))?))
 }
 
 /// Opens the store; a store file that does not exist is an error for the reading commands.
@@ -152,7 +164,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     let loaded = load(&args.input)?;
     let tiered = tiered_config(&args.store)?;
     let store = open_store(&args.store.db, true)?;
-    let embedder = embedder(&args.store)?;
+    let embedder = embedder(&args.store, &store)?;
     let generator = crate::models::generator(args.model.as_deref(), args.store.models_dir.as_deref())?;
     let mut summary = String::new();
     let mut stdout = std::io::stdout().lock();
@@ -212,7 +224,8 @@ fn open_memory(store: &Store, conversation: Option<String>, tokenizer: &str) -> 
     let db = open_store(&store.db, false)?;
     let conversation = pick_conversation(&db, conversation)?;
     let tiered = tiered_config(store)?;
-    let parts = Parts { counter: strata_tokens::from_spec(tokenizer)?, embedder: embedder(store)?, generator: None };
+    let parts =
+        Parts { counter: strata_tokens::from_spec(tokenizer)?, embedder: embedder(store, &db)?, generator: None };
     Ok(Memory::with_store(db, memory_config(&conversation, store, &tiered), parts)?)
 }
 
@@ -229,6 +242,34 @@ pub(crate) fn recall(args: RecallArgs) -> Result<String> {
         out.push_str("no matching turns\n");
     }
     Ok(out)
+}
+
+#[derive(clap::Args, Debug)]
+pub(crate) struct ReembedArgs {
+    /// The store file (SQLite).
+    #[arg(long = "db", value_name = "PATH")]
+    path: PathBuf,
+    /// The model whose vectors replace the store's: minilm or nomic.
+    #[arg(long, value_parser = ["minilm", "nomic"])]
+    embedder: String,
+    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    #[arg(long, value_name = "DIR")]
+    models_dir: Option<PathBuf>,
+}
+
+/// Replaces every vector of a store with another model's and binds the store to it.
+pub(crate) fn reembed(args: ReembedArgs) -> Result<String> {
+    let store = open_store(&args.path, false)?;
+    let embedder = crate::models::embedder(&args.embedder, &crate::models::dir(args.models_dir.as_deref()))?;
+    let before = store.embedder()?.map_or_else(|| "no recorded model".to_string(), |(m, _)| m);
+    let mut stderr = std::io::stderr().lock();
+    let n = strata::reembed(&store, &*embedder, |conversation, done, total| {
+        let _ = write!(stderr, "\r{conversation}: {done}/{total} turns");
+        if done == total {
+            let _ = writeln!(stderr);
+        }
+    })?;
+    Ok(format!("{}: {n} turns re-embedded; vectors were {before}, now {}\n", args.path.display(), embedder.model_id()))
 }
 
 /// Rewrites a store's f32 vectors (from before schema 6) as int8 and gives the freed pages

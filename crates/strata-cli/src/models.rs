@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use strata_candle::{BertEmbedder, CachedEmbedder, CachedGenerator, EmbedderConfig, MINILM};
+use strata_candle::{CachedEmbedder, CachedGenerator};
 use strata_core::{Embedder, Generator};
 
 /// `--models-dir`, else `$STRATA_MODELS`, else `./models`.
@@ -15,14 +15,14 @@ pub(crate) fn dir(arg: Option<&Path>) -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("models"))
 }
 
-/// MiniLM, its vectors cached on disk under the models folder.
-pub(crate) fn minilm(models: &Path) -> Result<Arc<dyn Embedder>> {
-    let dir = strata_candle::locate(Some(&models.join(MINILM.folder)), &MINILM)?;
-    let model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default())?;
+/// The sentence embedder `name` selects (`minilm` or `nomic`), its vectors cached on disk
+/// under the models folder.
+pub(crate) fn embedder(name: &str, models: &Path) -> Result<Arc<dyn Embedder>> {
+    let model = strata_candle::load_embedder(name, models)?;
     Ok(Arc::new(CachedEmbedder::open(model, &models.join(".cache"))?))
 }
 
-/// The local chat model `--model` names (`qwen`, `smollm2` or a GGUF path), if any, from
+/// The local chat model `--model` names (`qwen`, `qwen1.5b`, `smollm2` or a GGUF path), if any, from
 /// `--models-dir` (see [`dir`]); its answers are cached on disk under the models folder.
 pub(crate) fn generator(name: Option<&str>, models_dir: Option<&Path>) -> Result<Option<Arc<dyn Generator>>> {
     let Some(name) = name else { return Ok(None) };

@@ -15,7 +15,7 @@ use crate::BadInput;
 pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
-    /// The rewriting model: qwen, smollm2, or a GGUF file.
+    /// The rewriting model: qwen, qwen1.5b, smollm2, or a GGUF file.
     #[arg(long, value_name = "NAME|PATH")]
     model: String,
     /// Where model weights are [default: $STRATA_MODELS, else ./models].

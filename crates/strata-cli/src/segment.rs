@@ -19,6 +19,9 @@ pub(crate) struct Args {
     /// Also show each boundary's score and the opening words of the turn it starts at.
     #[arg(long)]
     explain: bool,
+    /// Sentence embeddings for topic similarity: minilm or nomic.
+    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic"])]
+    embedder: String,
     /// Where model weights are [default: $STRATA_MODELS, else ./models].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
@@ -29,7 +32,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         BadInput(format!("unknown method `{}`: expected combined, depth, fixed, depth-W-C or fixed-T", args.method))
     })?;
     let loaded = load(&args.input)?;
-    let embedder = crate::models::minilm(&crate::models::dir(args.models_dir.as_deref()))?;
+    let embedder = crate::models::embedder(&args.embedder, &crate::models::dir(args.models_dir.as_deref()))?;
     let mut out = String::new();
     for c in &loaded.conversations {
         let boundaries = strata_topic::detect(&c.turns, &*embedder, &config)?;

@@ -86,8 +86,14 @@ pub trait Embedder: Send + Sync {
     /// Identifies the model (and its revision) so caches never mix vectors of two models.
     fn model_id(&self) -> &str;
     fn dim(&self) -> usize;
-    /// One vector per text, in the order given.
+    /// One vector per text, in the order given: texts to be found (turns, sentences).
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+    /// One vector per text, for texts that search (questions). Models trained with task
+    /// prefixes (nomic-embed: `search_query: ` against `search_document: `) embed the two
+    /// sides differently; a symmetric model embeds both alike, as this default does.
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +191,12 @@ pub enum StoreError {
     /// The caller asked for something the store cannot do, such as appending a turn id twice.
     #[error("store {location}: {message}")]
     Invalid { location: String, message: String },
+    /// The store's vectors were written by another embedding model: searching them with this
+    /// one's vectors would rank by noise.
+    #[error(
+        "store {location}: its vectors were written by {stored}, not {given}; open it with that embedder, or re-embed it (`strata reembed --db {location} --embedder ...`)"
+    )]
+    OtherEmbedder { location: String, stored: String, given: String },
 }
 
 /// Decides what of a history goes into the context under a token budget.

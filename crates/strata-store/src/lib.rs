@@ -22,7 +22,9 @@ mod vectors;
 #[cfg(feature = "postgres")]
 pub use pg::{PgStore, PG_SCHEMA_VERSION};
 pub use schema::SCHEMA_VERSION;
-pub use search::{as_stored, civil_date, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K};
+pub use search::{
+    as_stored, civil_date, embedded_texts, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K,
+};
 pub use sqlite::{Compacted, SqliteStore, StoredSummary};
 
 #[cfg(test)]

@@ -54,6 +54,14 @@ pub fn sentence_texts(turn: &Turn) -> Vec<String> {
         .collect()
 }
 
+/// Everything embedded for a turn, in the order [`TurnVectors`] takes it: the text the
+/// lexical index holds ([`indexed_text`]), then its sentences ([`sentence_texts`]).
+pub fn embedded_texts(turn: &Turn) -> Vec<String> {
+    let mut texts = vec![indexed_text(turn)];
+    texts.extend(sentence_texts(turn));
+    texts
+}
+
 /// "8 May 2023" for a Unix time, in UTC.
 pub fn civil_date(seconds: i64) -> String {
     strata_summarize::Date::of(strata_core::Timestamp(seconds)).to_string()

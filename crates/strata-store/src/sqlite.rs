@@ -179,28 +179,124 @@ impl SqliteStore {
     /// Adds (or replaces) the vectors of a stored turn, for turns stored before they were
     /// computed.
     pub fn set_vectors(&self, conversation: &str, turn_id: &str, vectors: TurnVectors<'_>) -> Result<(), StoreError> {
-        self.check_vectors(conversation, turn_id, Some(&vectors))?;
-        let conn = self.conn();
-        let row: Option<(i64, i64)> = conn
-            .query_row(
-                "SELECT t.conversation, t.id FROM turns t JOIN conversations c ON c.id = t.conversation
-                 WHERE c.name = ?1 AND t.turn_id = ?2",
-                params![conversation, turn_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .optional()
-            .map_err(|e| self.err(e))?;
-        let Some((conv, row)) = row else {
-            return Err(StoreError::Invalid {
-                location: self.location.clone(),
-                message: format!("conversation {conversation}: no stored turn {turn_id}"),
-            });
-        };
-        conn.execute("DELETE FROM vectors WHERE turn = ?1", [row]).map_err(|e| self.err(e))?;
+        self.set_vectors_batch(conversation, &[(turn_id, vectors)])
+    }
+
+    /// Adds (or replaces) the vectors of several stored turns in one transaction.
+    pub fn set_vectors_batch(&self, conversation: &str, batch: &[(&str, TurnVectors<'_>)]) -> Result<(), StoreError> {
+        for (turn_id, vectors) in batch {
+            self.check_vectors(conversation, turn_id, Some(vectors))?;
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        for (turn_id, vectors) in batch {
+            let row: Option<(i64, i64)> = tx
+                .query_row(
+                    "SELECT t.conversation, t.id FROM turns t JOIN conversations c ON c.id = t.conversation
+                     WHERE c.name = ?1 AND t.turn_id = ?2",
+                    params![conversation, turn_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            let Some((conv, row)) = row else {
+                return Err(StoreError::Invalid {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: no stored turn {turn_id}"),
+                });
+            };
+            tx.execute("DELETE FROM vectors WHERE turn = ?1", [row]).map_err(|e| self.err(e))?;
+            self.insert_vectors(&tx, conv, row, vectors)?;
+        }
+        tx.commit().map_err(|e| self.err(e))?;
         // A replaced vector gets a new id above every watermark; drop the cached index so the
         // old copy is not scored twice.
         self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        self.insert_vectors(&conn, conv, row, &vectors)
+        Ok(())
+    }
+
+    /// The embedding model whose vectors this store holds, and their length, as
+    /// [`SqliteStore::bind_embedder`] recorded them.
+    pub fn embedder(&self) -> Result<Option<(String, usize)>, StoreError> {
+        let conn = self.conn();
+        let get = |key: &str| -> Result<Option<String>, StoreError> {
+            conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()
+                .map_err(|e| self.err(e))
+        };
+        match (get("embedder.model")?, get("embedder.dim")?) {
+            (Some(model), Some(dim)) => {
+                let dim = dim.parse().map_err(|_| StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("meta embedder.dim is {dim:?}, not a number"),
+                })?;
+                Ok(Some((model, dim)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Records that `model` (vectors of `dim` numbers) writes this store's vectors, so that a
+    /// later run with another model is refused ([`StoreError::OtherEmbedder`]) rather than
+    /// ranking by the cosine of two unrelated spaces. A store written before models were
+    /// recorded is bound to `model` when its vectors have `dim` numbers.
+    pub fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx =
+            rusqlite::Transaction::new(&mut conn, rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
+        let stored: Option<String> = tx
+            .query_row("SELECT value FROM meta WHERE key = 'embedder.model'", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        match stored {
+            Some(stored) if stored == model => return Ok(()),
+            Some(stored) => {
+                return Err(StoreError::OtherEmbedder {
+                    location: self.location.clone(),
+                    stored,
+                    given: model.to_string(),
+                })
+            }
+            None => {}
+        }
+        let old: Option<(Vec<u8>, i64)> = tx
+            .query_row("SELECT data, encoding FROM vectors LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        if let Some((data, encoding)) = old {
+            let found = search::decode_vectors(&data, encoding, None)
+                .map_err(|message| StoreError::Corrupt { location: self.location.clone(), message })?
+                .first()
+                .map_or(0, |v| v.unit().len());
+            if found != dim {
+                return Err(StoreError::OtherEmbedder {
+                    location: self.location.clone(),
+                    stored: format!("an unrecorded model of {found} dimensions"),
+                    given: format!("{model} ({dim} dimensions)"),
+                });
+            }
+        }
+        Self::write_binding(&tx, model, dim).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// Deletes every vector and binds the store to `model`, in one transaction: the first step
+    /// of re-embedding a store with another model. The turns stay; until their new vectors are
+    /// set they are found by their words.
+    pub fn rebind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        tx.execute("DELETE FROM vectors", []).map_err(|e| self.err(e))?;
+        Self::write_binding(&tx, model, dim).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(())
+    }
+
+    fn write_binding(conn: &Connection, model: &str, dim: usize) -> rusqlite::Result<()> {
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder.model', ?1)", [model])?;
+        conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('embedder.dim', ?1)", [dim.to_string()])?;
+        Ok(())
     }
 
     fn check_vectors(&self, conversation: &str, turn_id: &str, v: Option<&TurnVectors<'_>>) -> Result<(), StoreError> {

@@ -434,3 +434,41 @@ fn civil_dates() {
     assert_eq!(civil_date(951_782_400), "29 February 2000");
     assert_eq!(civil_date(-86_400), "31 December 1969");
 }
+
+#[test]
+fn a_store_remembers_its_embedder_and_refuses_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    {
+        let store = SqliteStore::open(&path).unwrap();
+        assert_eq!(store.embedder().unwrap(), None);
+        store.bind_embedder("model-a", 3).unwrap();
+        store.append_with("c", &turn("t1", "alpha"), Some(TurnVectors::whole(&[1.0, 0.0, 0.0]))).unwrap();
+        // The same model again is fine.
+        store.bind_embedder("model-a", 3).unwrap();
+    }
+    let store = SqliteStore::open(&path).unwrap();
+    assert_eq!(store.embedder().unwrap(), Some(("model-a".to_string(), 3)));
+    let err = store.bind_embedder("model-b", 3).unwrap_err();
+    assert!(matches!(err, StoreError::OtherEmbedder { .. }), "{err}");
+    let message = err.to_string();
+    assert!(message.contains("written by model-a, not model-b") && message.contains("strata reembed"), "{message}");
+    // Re-embedding: the old vectors go, the binding moves, the turns stay.
+    store.rebind_embedder("model-b", 2).unwrap();
+    assert_eq!(store.embedder().unwrap(), Some(("model-b".to_string(), 2)));
+    assert_eq!(store.whole_vectors("c").unwrap(), vec![Vec::<f32>::new()]);
+    store.set_vectors_batch("c", &[("t1", TurnVectors::whole(&[0.0, 1.0]))]).unwrap();
+    assert_eq!(store.whole_vectors("c").unwrap().len(), 1);
+    assert_eq!(store.turns("c").unwrap().len(), 1);
+}
+
+#[test]
+fn a_store_from_before_embedders_were_recorded_binds_by_dimension() {
+    let store = SqliteStore::in_memory().unwrap();
+    store.append_with("c", &turn("t1", "alpha"), Some(TurnVectors::whole(&[1.0, 0.0, 0.0]))).unwrap();
+    let err = store.bind_embedder("wide", 768).unwrap_err();
+    assert!(err.to_string().contains("an unrecorded model of 3 dimensions, not wide (768 dimensions)"), "{err}");
+    assert_eq!(store.embedder().unwrap(), None, "a refused binding records nothing");
+    store.bind_embedder("narrow", 3).unwrap();
+    assert_eq!(store.embedder().unwrap(), Some(("narrow".to_string(), 3)));
+}

@@ -12,11 +12,13 @@
 
 mod memory;
 mod recall;
+mod reembed;
 mod tiered;
 mod worker;
 
 pub use memory::{Clock, Layout, Memory, MemoryConfig, MemoryError, Parts};
 pub use recall::RecallConfig;
+pub use reembed::reembed;
 pub use tiered::Tiered;
 
 #[cfg(test)]

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_core::{
-    Block, BlockKind, Context, Embedder, Generator, History, HistoryError, Hit, RecallQuery, Role, Store, StoreError,
-    Summary, Tier, Timestamp, TokenCounter, Turn,
+    Block, BlockKind, Context, EmbedError, Embedder, Generator, History, HistoryError, Hit, RecallQuery, Role, Store,
+    StoreError, Summary, Tier, Timestamp, TokenCounter, Turn,
 };
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
 use strata_store::{SqliteStore, TurnVectors};
@@ -125,6 +125,8 @@ pub enum MemoryError {
     Store(#[from] StoreError),
     #[error(transparent)]
     History(#[from] HistoryError),
+    #[error(transparent)]
+    Embed(#[from] EmbedError),
 }
 
 /// A cached salient block: (turns, candidates before, allowance) and the block.
@@ -185,6 +187,10 @@ impl Memory {
 
     /// Like [`Memory::open`] over a store shared with other memories.
     pub fn with_store(store: Arc<SqliteStore>, config: MemoryConfig, parts: Parts) -> Result<Memory, MemoryError> {
+        // A store searched with another model's vectors would rank by noise: refused.
+        if let Some(e) = &parts.embedder {
+            store.bind_embedder(e.model_id(), e.dim())?;
+        }
         let turns = store.turns(&config.conversation)?;
         let history = History::from_turns(&config.conversation, &turns, parts.counter.clone())?;
         let mut tiers = store.tiers(&config.conversation)?;
@@ -334,8 +340,7 @@ impl Memory {
     /// call. A failed call leaves the turn to be found by its words.
     fn embed_turn(&mut self, turn: &Turn) -> (Option<Vec<f32>>, Vec<Vec<f32>>) {
         let Some(e) = &self.parts.embedder else { return (None, Vec::new()) };
-        let mut texts = vec![strata_store::indexed_text(turn)];
-        texts.extend(strata_store::sentence_texts(turn));
+        let texts = strata_store::embedded_texts(turn);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         match e.embed(&refs) {
             Ok(mut vs) if vs.len() == texts.len() && vs.iter().all(|v| !v.is_empty()) => {
@@ -376,7 +381,7 @@ impl Memory {
         let (embedding, content) = match &self.parts.embedder {
             Some(e) => {
                 let texts: Vec<&str> = std::iter::once(question).chain(content.as_deref()).collect();
-                match e.embed(&texts) {
+                match e.embed_query(&texts) {
                     Ok(mut vs) if vs.len() == texts.len() => {
                         let content = (vs.len() == 2).then(|| vs.pop()).flatten();
                         (vs.pop(), content)

@@ -520,3 +520,52 @@ fn rankings_combine_scaled_to_their_best_score() {
     assert_eq!(crate::recall::combine(&[(1.0, vec![(9, 1.0), (2, 1.0)])])[0].0, 2);
     assert!(crate::recall::combine(&[(1.0, Vec::new())]).is_empty());
 }
+
+/// Another model: the bag of words with its vector reversed, so the spaces disagree.
+#[derive(Debug)]
+struct Reversed;
+
+impl Embedder for Reversed {
+    fn model_id(&self) -> &str {
+        "test-reversed"
+    }
+    fn dim(&self) -> usize {
+        64
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(Words.embed(texts)?.into_iter().map(|v| v.into_iter().rev().collect()).collect())
+    }
+}
+
+#[test]
+fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = MemoryConfig::new("c");
+    config.path = Some(dir.path().join("m.db"));
+    let with = |e: Arc<dyn Embedder>| Parts { counter: counter(), embedder: Some(e), generator: None };
+    {
+        let mut m = Memory::open(config.clone(), with(Arc::new(Words))).unwrap();
+        for t in day() {
+            m.push(t).unwrap();
+        }
+    }
+    let err = Memory::open(config.clone(), with(Arc::new(Reversed))).unwrap_err();
+    assert!(err.to_string().contains("written by test-bag-of-words, not test-reversed"), "{err}");
+    // Without an embedder the store is still readable, by words.
+    Memory::open(config.clone(), Parts { counter: counter(), embedder: None, generator: None }).unwrap();
+
+    let store = strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap();
+    let mut calls = Vec::new();
+    let n = crate::reembed(&store, &Reversed, |c, done, total| calls.push((c.to_string(), done, total))).unwrap();
+    assert_eq!(n, day().len());
+    assert_eq!(calls.last(), Some(&("c".to_string(), n, n)));
+    drop(store);
+    let m = Memory::open(config.clone(), with(Arc::new(Reversed))).unwrap();
+    let reversed = Reversed.embed(&[&strata_store::indexed_text(&m.history().turns()[1])]).unwrap();
+    let stored = strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap().whole_vectors("c").unwrap();
+    let cos: f32 = stored[1].iter().zip(&reversed[0]).map(|(a, b)| a * b).sum();
+    assert!(cos > 0.99, "the stored vector is the new model's (cosine {cos})");
+    let hits = m.recall("why are rollbacks instant with blue-green?", 1).unwrap();
+    assert_eq!(hits[0].turn.id, m.history().turns()[1].id);
+    assert!(Memory::open(config, with(Arc::new(Words))).is_err(), "and now the old model is refused");
+}
