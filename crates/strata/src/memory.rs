@@ -298,6 +298,56 @@ impl Memory {
         // Validate against the history first, so a bad turn is refused before it is stored.
         self.history.push(turn.clone())?;
         let (vector, sentences) = self.embed_turn(&turn);
+        self.store_and_plan(turn, vector, sentences)
+    }
+
+    /// Adds several turns in order, each stored, planned and acknowledged as by
+    /// [`Memory::push`], with their vectors computed by one embedder call for all of them
+    /// first: an embedder batches and spreads a long call over cores, where one turn at a
+    /// time leaves them idle. For replaying a transcript. An error stops at the turn it
+    /// names; the turns before it are stored.
+    pub fn push_all(&mut self, turns: &[Turn]) -> Result<(), MemoryError> {
+        let mut vectors = self.embed_turns(turns).into_iter();
+        for turn in turns {
+            self.history.push(turn.clone())?;
+            let (vector, sentences) = match vectors.next() {
+                Some(v) => v,
+                None => self.embed_turn(turn),
+            };
+            self.store_and_plan(turn.clone(), vector, sentences)?;
+        }
+        Ok(())
+    }
+
+    /// The vectors of `turns` from one embedder call, or nothing when there is no embedder
+    /// or the call fails (then each turn is embedded on its own, and a failure noted).
+    fn embed_turns(&self, turns: &[Turn]) -> Vec<(Option<Vec<f32>>, Vec<Vec<f32>>)> {
+        let Some(e) = &self.parts.embedder else { return Vec::new() };
+        let texts: Vec<Vec<String>> = turns.iter().map(strata_store::embedded_texts).collect();
+        let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
+        match e.embed(&flat) {
+            Ok(vs) if vs.len() == flat.len() && vs.iter().all(|v| !v.is_empty()) => {
+                let mut vs = vs.into_iter();
+                texts
+                    .iter()
+                    .map(|t| {
+                        let mut own: Vec<Vec<f32>> = vs.by_ref().take(t.len()).collect();
+                        let sentences = own.split_off(1);
+                        (own.pop(), sentences)
+                    })
+                    .collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Stores a turn the history has accepted, with its vectors, and plans.
+    fn store_and_plan(
+        &mut self,
+        turn: Turn,
+        vector: Option<Vec<f32>>,
+        sentences: Vec<Vec<f32>>,
+    ) -> Result<(), MemoryError> {
         let vectors = vector.as_deref().map(|whole| TurnVectors { whole, sentences: &sentences });
         if let Err(e) = self.store.append_with(&self.config.conversation, &turn, vectors) {
             self.history.truncate(self.history.len() - 1);

@@ -569,3 +569,27 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     assert_eq!(hits[0].turn.id, m.history().turns()[1].id);
     assert!(Memory::open(config, with(Arc::new(Words))).is_err(), "and now the old model is refused");
 }
+
+#[test]
+fn pushing_a_batch_is_pushing_each_turn() {
+    let turns = day();
+    let mut one = Memory::open(config(400), parts(None)).unwrap();
+    for t in &turns {
+        one.push(t.clone()).unwrap();
+    }
+    let mut all = Memory::open(config(400), parts(None)).unwrap();
+    all.push_all(&turns[..3]).unwrap();
+    all.push_all(&turns[3..]).unwrap();
+    one.settle();
+    all.settle();
+    assert_eq!(all.tiers(), one.tiers());
+    assert_eq!(all.topic_starts(), one.topic_starts());
+    assert_eq!(all.context(400, None).unwrap(), one.context(400, None).unwrap());
+    assert_eq!(all.recall("blue-green rollbacks", 3).unwrap(), one.recall("blue-green rollbacks", 3).unwrap());
+    // A bad turn stops the batch there; the turns before it are kept.
+    let mut bad = Memory::open(config(400), parts(None)).unwrap();
+    let mut twice = turns[..2].to_vec();
+    twice.push(turns[0].clone());
+    assert!(bad.push_all(&twice).is_err());
+    assert_eq!(bad.len(), 2);
+}

@@ -88,9 +88,8 @@ impl Strategy for Tiered {
     fn build(&self, history: &History, budget: usize, question: Option<&str>) -> Result<Context, StrategyError> {
         let m = self.memory(history, budget)?;
         let mut memory = m.lock().unwrap_or_else(|p| p.into_inner());
-        for turn in &history.turns()[memory.len()..] {
-            memory.push(turn.clone()).map_err(|e| failed(&e))?;
-        }
+        let from = memory.len();
+        memory.push_all(&history.turns()[from..]).map_err(|e| failed(&e))?;
         // Evaluation wants the settled state: the same context whatever the thread timing.
         memory.settle();
         memory.context(budget, question).map_err(|e| failed(&e))
