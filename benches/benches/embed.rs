@@ -10,34 +10,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 use strata_candle::{locate, BertEmbedder, EmbedderConfig, Precision, MINILM};
-use strata_core::Embedder;
 
 const RUNS: usize = 5;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()
-}
-
-fn time_it(e: &BertEmbedder, texts: &[&str]) -> (f64, Vec<Vec<f32>>) {
-    let mut out = e.embed(&texts[..64]).expect("warm-up");
-    let mut secs = Vec::new();
-    for _ in 0..RUNS {
-        let start = Instant::now();
-        out = e.embed(texts).expect("embedding");
-        secs.push(start.elapsed().as_secs_f64());
-    }
-    // The checksum: every vector has unit length, so the run measured real work.
-    assert!(out.iter().all(|v| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-3));
-    (median(secs), out)
-}
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -57,7 +33,7 @@ fn main() {
     // measures candle F32 alone.
     let quick = std::env::var("STRATA_BENCH_QUICK").ok();
     let f32_model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default()).expect("F32 model");
-    let (f32_secs, f32_vecs) = time_it(&f32_model, &texts);
+    let (f32_secs, f32_vecs) = strata_benches::time_embedder(&f32_model, &texts, RUNS);
     if quick.as_deref() == Some("f32") {
         println!("candle F32: {:.1} sentences/s", texts.len() as f64 / f32_secs);
         return;
@@ -68,10 +44,10 @@ fn main() {
         EmbedderConfig { precision: Precision::Int8, ..EmbedderConfig::default() },
     )
     .expect("Int8 model");
-    let (q8_secs, q8_vecs) = time_it(&q8_model, &texts);
+    let (q8_secs, q8_vecs) = strata_benches::time_embedder(&q8_model, &texts, RUNS);
     if quick.is_some() {
         let n = texts.len() as f64;
-        let worst = q8_vecs.iter().zip(&f32_vecs).map(|(a, b)| cosine(a, b)).fold(f64::MAX, f64::min);
+        let worst = q8_vecs.iter().zip(&f32_vecs).map(|(a, b)| strata_benches::cosine(a, b)).fold(f64::MAX, f64::min);
         println!(
             "candle F32: {:.1} sentences/s; int8: {:.1} sentences/s, min cosine {worst:.4}",
             n / f32_secs,
@@ -104,7 +80,7 @@ fn main() {
     std::fs::remove_dir_all(&tmp).ok();
 
     let stats = |vecs: &[Vec<f32>]| {
-        let c: Vec<f64> = vecs.iter().zip(&f32_vecs).map(|(a, b)| cosine(a, b)).collect();
+        let c: Vec<f64> = vecs.iter().zip(&f32_vecs).map(|(a, b)| strata_benches::cosine(a, b)).collect();
         (c.iter().copied().fold(f64::MAX, f64::min), c.iter().sum::<f64>() / c.len() as f64)
     };
     let n = texts.len() as f64;

@@ -19,11 +19,6 @@ use strata_candle::{Backend, GgufGenerator, ModelSpec, QWEN_CODER_05B, QWEN_CODE
 const RUNS: usize = 3;
 const GENERATE: usize = 64;
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// A summary prompt over a conversation from the committed probe set, cut to about `tokens`
 /// tokens of this model's tokenizer.
 fn prompt(g: &GgufGenerator, root: &Path, tokens: usize) -> Vec<u32> {
@@ -91,7 +86,7 @@ fn time_candle(g: &GgufGenerator, ids: &[u32]) -> (f64, f64, Vec<u32>) {
         }
         last = out;
     }
-    (median(p), median(t), last)
+    (strata_benches::median(p), strata_benches::median(t), last)
 }
 
 fn same_prefix(a: &[u32], b: &[u32]) -> usize {

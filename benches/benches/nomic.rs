@@ -13,33 +13,10 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::Instant;
 
 use strata_candle::{locate, BertEmbedder, EmbedderConfig, Precision, MINILM, NOMIC_EMBED_V15};
-use strata_core::Embedder;
 
 const RUNS: usize = 3;
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
-fn cosine(a: &[f32], b: &[f32]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()
-}
-
-fn time_it(e: &BertEmbedder, texts: &[&str]) -> (f64, Vec<Vec<f32>>) {
-    let mut out = e.embed(&texts[..64]).expect("warm-up");
-    let mut secs = Vec::new();
-    for _ in 0..RUNS {
-        let start = Instant::now();
-        out = e.embed(texts).expect("embedding");
-        secs.push(start.elapsed().as_secs_f64());
-    }
-    assert!(out.iter().all(|v| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-3));
-    (median(secs), out)
-}
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -65,7 +42,7 @@ fn main() {
     let ours: Vec<(&str, f64, Vec<Vec<f32>>)> = engines
         .into_iter()
         .map(|(name, p)| {
-            let (secs, vecs) = time_it(&load(p), &texts);
+            let (secs, vecs) = strata_benches::time_embedder(&load(p), &texts, RUNS);
             (name, secs, vecs)
         })
         .collect();
@@ -103,7 +80,7 @@ fn main() {
     println!("| engine | sentences/s | ratio to llama.cpp | cosine to llama.cpp (min / mean) |");
     println!("| --- | ---: | ---: | --- |");
     for (name, secs, vecs) in &ours {
-        let c: Vec<f64> = vecs.iter().zip(&llama_vecs).map(|(a, b)| cosine(a, b)).collect();
+        let c: Vec<f64> = vecs.iter().zip(&llama_vecs).map(|(a, b)| strata_benches::cosine(a, b)).collect();
         let (min, mean) = (c.iter().copied().fold(f64::MAX, f64::min), c.iter().sum::<f64>() / c.len() as f64);
         println!("| {name} | {:.1} | {:.2} | {min:.5} / {mean:.5} |", n / secs, (n / secs) / llama_rate);
     }

@@ -166,3 +166,29 @@ pub fn pip_install(packages: &[&str], env: &[(&str, &str)]) {
     let status = cmd.status().expect("python3 with pip");
     assert!(status.success(), "installing {} failed", packages.join(" "));
 }
+
+/// The median of some timings.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// The cosine of two unit vectors (their dot product).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    a.iter().zip(b).map(|(x, y)| f64::from(*x) * f64::from(*y)).sum()
+}
+
+/// The median seconds of `runs` timed passes of `e` over `texts` (after a warm-up on the
+/// first 64), and the last pass's vectors, each checked to have unit length so that the run
+/// measured real work.
+pub fn time_embedder(e: &dyn strata_core::Embedder, texts: &[&str], runs: usize) -> (f64, Vec<Vec<f32>>) {
+    let mut out = e.embed(&texts[..64.min(texts.len())]).expect("warm-up");
+    let mut secs = Vec::new();
+    for _ in 0..runs {
+        let start = std::time::Instant::now();
+        out = e.embed(texts).expect("embedding");
+        secs.push(start.elapsed().as_secs_f64());
+    }
+    assert!(out.iter().all(|v| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-3));
+    (median(secs), out)
+}

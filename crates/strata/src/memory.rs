@@ -129,6 +129,10 @@ pub enum MemoryError {
     Embed(#[from] EmbedError),
 }
 
+/// A turn's vectors: of its whole indexed text (none when it was not embedded) and of each
+/// sentence.
+type TurnEmbedding = (Option<Vec<f32>>, Vec<Vec<f32>>);
+
 /// A cached salient block: (turns, candidates before, allowance) and the block.
 type SalientEntry = ((usize, usize, usize), Option<Block>);
 
@@ -321,7 +325,7 @@ impl Memory {
 
     /// The vectors of `turns` from one embedder call, or nothing when there is no embedder
     /// or the call fails (then each turn is embedded on its own, and a failure noted).
-    fn embed_turns(&self, turns: &[Turn]) -> Vec<(Option<Vec<f32>>, Vec<Vec<f32>>)> {
+    fn embed_turns(&self, turns: &[Turn]) -> Vec<TurnEmbedding> {
         let Some(e) = &self.parts.embedder else { return Vec::new() };
         let texts: Vec<Vec<String>> = turns.iter().map(strata_store::embedded_texts).collect();
         let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
@@ -388,7 +392,7 @@ impl Memory {
     /// question that names a person or a time finds the turns by meaning as well), and, for a
     /// turn of two or more sentences, of each sentence after its speaker, in the same model
     /// call. A failed call leaves the turn to be found by its words.
-    fn embed_turn(&mut self, turn: &Turn) -> (Option<Vec<f32>>, Vec<Vec<f32>>) {
+    fn embed_turn(&mut self, turn: &Turn) -> TurnEmbedding {
         let Some(e) = &self.parts.embedder else { return (None, Vec::new()) };
         let texts = strata_store::embedded_texts(turn);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
