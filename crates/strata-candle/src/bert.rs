@@ -69,11 +69,13 @@ pub fn load_embedder(name: &str, models_dir: &Path) -> Result<BertEmbedder, Mode
 }
 
 /// The task prefixes a model was trained with: nomic-embed reads `search_document: ` before
-/// a text to be found and `search_query: ` before a question; MiniLM reads neither.
+/// a text to be found, `search_query: ` before a question and `clustering: ` before a text to
+/// be grouped by topic; MiniLM reads none.
 #[derive(Debug, Clone, Default)]
 struct Prefixes {
     document: &'static str,
     query: &'static str,
+    clustering: &'static str,
 }
 
 /// How the linear layers compute.
@@ -401,7 +403,11 @@ impl BertEmbedder {
             Ok(BertEmbedder {
                 model_id: precise_id(model_id, p),
                 tokenizer: Tokenizer::new(tokenizers::models::wordpiece::WordPiece::default()),
-                prefixes: Prefixes { document: "search_document: ", query: "search_query: " },
+                prefixes: Prefixes {
+                    document: "search_document: ",
+                    query: "search_query: ",
+                    clustering: "clustering: ",
+                },
                 word,
                 positions: Positions::Rotary {
                     cos: Tensor::from_vec(cos, (max_tokens, half), &device)?,
@@ -594,6 +600,11 @@ impl Embedder for BertEmbedder {
 
     fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.run(texts, self.prefixes.query)
+            .map_err(|e| EmbedError::Backend { model: self.model_id.clone(), message: e.to_string() })
+    }
+
+    fn embed_clustering(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(texts, self.prefixes.clustering)
             .map_err(|e| EmbedError::Backend { model: self.model_id.clone(), message: e.to_string() })
     }
 }

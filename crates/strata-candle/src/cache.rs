@@ -52,6 +52,7 @@ pub(crate) fn file_name(model_id: &str) -> String {
 enum Side {
     Document,
     Query,
+    Clustering,
 }
 
 fn key(model: &str, side: Side, text: &str) -> Key {
@@ -62,6 +63,7 @@ fn key(model: &str, side: Side, text: &str) -> Key {
     match side {
         Side::Document => h.update([0u8]),
         Side::Query => h.update(b"\0query\0"),
+        Side::Clustering => h.update(b"\0clustering\0"),
     }
     h.update(text.as_bytes());
     h.finalize().into()
@@ -122,6 +124,10 @@ impl<E: Embedder> Embedder for CachedEmbedder<E> {
     fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.cached(texts, Side::Query)
     }
+
+    fn embed_clustering(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.cached(texts, Side::Clustering)
+    }
 }
 
 impl<E: Embedder> CachedEmbedder<E> {
@@ -139,6 +145,7 @@ impl<E: Embedder> CachedEmbedder<E> {
             let fresh = match side {
                 Side::Document => self.inner.embed(&ask)?,
                 Side::Query => self.inner.embed_query(&ask)?,
+                Side::Clustering => self.inner.embed_clustering(&ask)?,
             };
             let mut store = self.store.lock().map_err(|_| poisoned(model))?;
             let mut buf = Vec::with_capacity(missing.len() * (32 + 4 * self.dim()));
@@ -185,6 +192,10 @@ mod tests {
         fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
             Ok(self.embed(texts)?.into_iter().map(|v| v.into_iter().map(|x| -x).collect()).collect())
         }
+        /// A clustering vector is its document vector doubled.
+        fn embed_clustering(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            Ok(self.embed(texts)?.into_iter().map(|v| v.into_iter().map(|x| 2.0 * x).collect()).collect())
+        }
     }
 
     #[test]
@@ -195,7 +206,9 @@ mod tests {
         assert_eq!(cache.embed_query(&["ab"]).unwrap(), vec![vec![-2.0, -97.0]]);
         assert_eq!(cache.embed_query(&["ab"]).unwrap(), vec![vec![-2.0, -97.0]]);
         assert_eq!(cache.embed(&["ab"]).unwrap(), vec![vec![2.0, 97.0]]);
-        assert_eq!(cache.inner().0.load(Ordering::SeqCst), 2, "one call per side, then the cache");
+        assert_eq!(cache.embed_clustering(&["ab"]).unwrap(), vec![vec![4.0, 194.0]]);
+        assert_eq!(cache.embed_clustering(&["ab"]).unwrap(), vec![vec![4.0, 194.0]]);
+        assert_eq!(cache.inner().0.load(Ordering::SeqCst), 3, "one call per side, then the cache");
     }
 
     #[test]

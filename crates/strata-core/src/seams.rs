@@ -94,6 +94,11 @@ pub trait Embedder: Send + Sync {
     fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
         self.embed(texts)
     }
+    /// One vector per text, for grouping texts by topic (the segmenter): nomic-embed reads
+    /// `clustering: ` there; a model without task prefixes embeds as [`Embedder::embed`] does.
+    fn embed_clustering(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.embed(texts)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -199,7 +199,7 @@ pub fn detect(turns: &[Turn], embedder: &dyn Embedder, config: &TopicConfig) -> 
     if turns.len() < 2 || config.method == Method::None {
         return Ok(detect_with(turns, None, config));
     }
-    let vectors = embedder.embed(&turns.iter().map(|t| t.content.as_str()).collect::<Vec<_>>())?;
+    let vectors = embedder.embed_clustering(&turns.iter().map(|t| t.content.as_str()).collect::<Vec<_>>())?;
     Ok(detect_with(turns, Some(&vectors), config))
 }
 
