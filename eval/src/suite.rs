@@ -10,6 +10,7 @@ use strata_transcript::{datasets, JsonlReader, LoadError};
 /// The suites `--dataset` names, in the order reports list them.
 pub const SUITES: &[&str] = &[
     "locomo",
+    "locomo-sentences",
     "qmsum",
     "tiage",
     "dialseg711",
@@ -58,6 +59,8 @@ pub struct Dataset {
     kind: Kind,
     /// Sorted, so that hashing and loading are deterministic.
     pub files: Vec<PathBuf>,
+    /// Each turn is split into one turn per sentence (see [`split_sentences`]).
+    sentences: bool,
 }
 
 pub use strata_probes::PROBES_FILE;
@@ -66,7 +69,7 @@ impl Dataset {
     /// `name` is a suite name or a path to a transcript file.
     pub fn resolve(name: &str, data_dir: &Path, repo_root: &Path) -> Result<Dataset> {
         let (kind, files) = match name {
-            "locomo" => (Kind::Transcripts, vec![data_dir.join("locomo/locomo10.json")]),
+            "locomo" | "locomo-sentences" => (Kind::Transcripts, vec![data_dir.join("locomo/locomo10.json")]),
             "qmsum" | "qmsum-dev" => {
                 let split = if name == "qmsum" { "test" } else { "val" };
                 let dir = data_dir.join("qmsum").join(split);
@@ -113,7 +116,7 @@ impl Dataset {
         } else {
             Path::new(name).file_stem().and_then(|s| s.to_str()).unwrap_or(name).to_string()
         };
-        Ok(Dataset { name, builtin, kind, files })
+        Ok(Dataset { sentences: name == "locomo-sentences", name, builtin, kind, files })
     }
 
     /// The suites this dataset is scored by: the named suites by what their benchmark is for
@@ -121,7 +124,7 @@ impl Dataset {
     pub fn suites(&self) -> Suites {
         let name = if self.builtin { self.name.as_str() } else { "" };
         let (retention, segmentation, summaries) = match name {
-            "locomo" | "probes" | "probes-dev" | "probes-heldout" => (true, false, false),
+            "locomo" | "locomo-sentences" | "probes" | "probes-dev" | "probes-heldout" => (true, false, false),
             "qmsum" | "qmsum-dev" => (true, true, true),
             "tiage" | "tiage-dev" | "dialseg711" => (false, true, false),
             "dialogsum" => (false, false, true),
@@ -217,8 +220,48 @@ impl Dataset {
             };
             parts.push(part);
         }
-        Ok((Box::new(parts.into_iter().flatten()), warnings))
+        let all: ConversationIter = Box::new(parts.into_iter().flatten());
+        if self.sentences {
+            return Ok((Box::new(all.map(|c| c.map(|c| split_sentences(&c)))), warnings));
+        }
+        Ok((all, warnings))
     }
+}
+
+/// The conversation as people who send a message per sentence would have written it: each
+/// turn becomes one turn per sentence (ids `D1:3.1`, `D1:3.2`, ..., the speaker, role and time
+/// of the original), and a probe's evidence becomes every piece of its evidence turns, so
+/// that a question is answered only when the whole of what was said reaches the context.
+/// LoCoMo's turns are long single messages; real chats arrive in bursts of short ones, and
+/// recall that ranks and packs single messages loses evidence spread over a burst.
+pub fn split_sentences(conversation: &Conversation) -> Conversation {
+    let mut pieces: std::collections::HashMap<&str, Vec<String>> = std::collections::HashMap::new();
+    let mut turns = Vec::with_capacity(conversation.turns.len() * 3);
+    for (i, turn) in conversation.turns.iter().enumerate() {
+        let sentences = strata_summarize::text::split(i, turn);
+        if sentences.len() < 2 || !turn.tool_calls.is_empty() || turn.tool_call_id.is_some() {
+            pieces.insert(&turn.id, vec![turn.id.clone()]);
+            turns.push(turn.clone());
+            continue;
+        }
+        let ids: Vec<String> = (1..=sentences.len()).map(|k| format!("{}.{k}", turn.id)).collect();
+        for (sentence, id) in sentences.into_iter().zip(&ids) {
+            turns.push(strata_core::Turn { id: id.clone(), content: sentence.text, ..turn.clone() });
+        }
+        pieces.insert(&turn.id, ids);
+    }
+    let map = |id: &String| pieces.get(id.as_str()).cloned().unwrap_or_else(|| vec![id.clone()]);
+    let probes = conversation
+        .probes
+        .iter()
+        .map(|p| strata_core::Probe {
+            evidence: p.evidence.iter().flat_map(map).collect(),
+            // Asked after the last piece of the turn it followed.
+            after: p.after.as_ref().and_then(|a| map(a).pop()),
+            ..p.clone()
+        })
+        .collect();
+    Conversation { turns, probes, ..conversation.clone() }
 }
 
 /// Conversations read lazily, in order.

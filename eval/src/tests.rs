@@ -96,3 +96,36 @@ fn quantiles_interpolate_like_numpy() {
     assert_eq!(quantile(&[5.0, 1.0, 3.0], 0.95), 4.8);
     assert_eq!(quantile(&[], 0.5), 0.0);
 }
+
+#[test]
+fn the_sentence_split_variant_keeps_speakers_times_and_whole_evidence() {
+    use strata_core::{Conversation, Probe, Role, Timestamp, Turn};
+    let conversation = Conversation {
+        id: "c".into(),
+        turns: vec![
+            Turn::new("D1:1", Role::User, "Hi Mel! I adopted a puppy. His name is Rex.")
+                .with_speaker("Caroline")
+                .with_timestamp(Timestamp(100)),
+            Turn::new("D1:2", Role::Assistant, "Lovely!").with_speaker("Melanie").with_timestamp(Timestamp(100)),
+        ],
+        probes: vec![Probe {
+            id: "q".into(),
+            question: "What is the puppy called?".into(),
+            answer: "Rex".into(),
+            evidence: vec!["D1:1".into(), "D1:2".into()],
+            after: Some("D1:1".into()),
+            category: None,
+            adversarial_answer: None,
+        }],
+        ..Conversation::default()
+    };
+    let split = crate::suite::split_sentences(&conversation);
+    let ids: Vec<&str> = split.turns.iter().map(|t| t.id.as_str()).collect();
+    assert_eq!(ids, ["D1:1.1", "D1:1.2", "D1:1.3", "D1:2"]);
+    assert_eq!(split.turns[1].content, "I adopted a puppy.");
+    assert!(split.turns[..3].iter().all(|t| t.speaker.as_deref() == Some("Caroline")
+        && t.timestamp == Some(Timestamp(100))
+        && t.role == Role::User));
+    assert_eq!(split.probes[0].evidence, ["D1:1.1", "D1:1.2", "D1:1.3", "D1:2"]);
+    assert_eq!(split.probes[0].after.as_deref(), Some("D1:1.3"), "asked after the last piece");
+}

@@ -54,7 +54,7 @@ pub struct StrategiesConfig {
     pub tiered: TieredConfig,
 }
 
-/// The tiered memory's question-agnostic knobs, as the config file's `[tiered]` table.
+/// The tiered memory's context knobs, as the config file's `[tiered]` table.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TieredConfig {
@@ -78,6 +78,10 @@ pub struct TieredConfig {
     /// Sentences of at least this many words compete clause by clause, so filler clauses of a
     /// kept sentence can be left out (0: whole sentences).
     pub clause_words: usize,
+    /// With a question: a burst (one speaker's messages in a row within a session) is ranked
+    /// as one turn and recalled whole when it costs at most this many tokens; a longer one is
+    /// recalled a message at a time. 0 treats every message alone.
+    pub burst_tokens: usize,
 }
 
 impl Default for TieredConfig {
@@ -92,6 +96,7 @@ impl Default for TieredConfig {
             min_words: s.min_words,
             background: s.background,
             clause_words: s.clause_words,
+            burst_tokens: 200,
         }
     }
 }

@@ -144,7 +144,8 @@ pub struct Memory {
     history: History,
     /// One vector per turn; empty where the embedder gave none.
     vectors: Vec<Vec<f32>>,
-    sessions: Vec<u32>,
+    /// Sessions and bursts, for recall.
+    grouping: recall::Grouping,
     /// What each turn adds to the recalled block: without and with a date line. Counted once,
     /// at push, so that building a context counts nothing twice.
     recalled_tokens: Vec<[usize; 2]>,
@@ -215,7 +216,7 @@ impl Memory {
         );
         let salience = Salience::new().with_clauses(config.layout.tiered.clause_words);
         let mut memory = Memory {
-            sessions: Vec::new(),
+            grouping: recall::Grouping::default(),
             recalled_tokens: Vec::new(),
             vectors,
             config,
@@ -233,7 +234,11 @@ impl Memory {
             last_plan: None,
             notes: Vec::new(),
         };
-        recall::extend_sessions(&mut memory.sessions, memory.history.turns(), memory.config.recall.session_gap_seconds);
+        memory.grouping.extend(
+            memory.history.turns(),
+            &memory.config.recall,
+            memory.config.layout.tiered.burst_tokens > 0,
+        );
         memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
         memory.topic_starts = memory.detect_topics();
         for (i, t) in memory.history.turns().iter().enumerate() {
@@ -361,7 +366,7 @@ impl Memory {
         // same topics.
         self.vectors.push(vector.map(|v| strata_store::as_stored(&v)).unwrap_or_default());
         let i = self.history.len() - 1;
-        recall::extend_sessions(&mut self.sessions, self.history.turns(), self.config.recall.session_gap_seconds);
+        self.grouping.extend(self.history.turns(), &self.config.recall, self.config.layout.tiered.burst_tokens > 0);
         let cost = self.count_recalled(i);
         self.recalled_tokens.push(cost);
         self.tiers.push(Tier::Hot);
@@ -449,7 +454,7 @@ impl Memory {
             &self.store,
             &self.config.conversation,
             self.history.turns(),
-            &self.sessions,
+            &self.grouping,
             question,
             embedding,
             content,
@@ -659,7 +664,7 @@ impl Memory {
         let history = &self.history;
         let heading = history.counter().count_message(Role::System, None, RECALLED_HEADING, None, &[]);
         let mut picks: Vec<Vec<usize>> = Vec::new();
-        let mut taken_units = BTreeSet::new();
+        let mut taken: BTreeSet<usize> = BTreeSet::new();
         let mut fill = heading;
         let mut block = None;
         // Lines are counted one by one, so the rendered block differs from the sum by a few
@@ -673,15 +678,11 @@ impl Memory {
                 if fill >= left {
                     break;
                 }
-                if i < history.pinned() || shown.contains(&i) {
-                    continue;
-                }
-                let unit_index = history.unit_index(i);
-                if taken_units.contains(&unit_index) {
+                if i < history.pinned() || shown.contains(&i) || taken.contains(&i) {
                     continue;
                 }
                 let turns: Vec<usize> =
-                    history.unit_of(i).turns.iter().copied().filter(|j| !shown.contains(j)).collect();
+                    self.recall_unit(i).into_iter().filter(|j| !shown.contains(j) && !taken.contains(j)).collect();
                 let mut cost = 0usize;
                 let mut new_days: BTreeSet<Date> = BTreeSet::new();
                 for &j in &turns {
@@ -697,7 +698,7 @@ impl Memory {
                     continue;
                 }
                 fill += cost;
-                taken_units.insert(unit_index);
+                taken.extend(&turns);
                 days.extend(new_days);
                 picks.push(turns);
             }
@@ -711,6 +712,45 @@ impl Memory {
             fill = block.as_ref().map_or(heading, |b| b.tokens);
         }
         block
+    }
+
+    /// What is recalled with turn `i`: its burst (see [`recall::Grouping`]) when the burst
+    /// costs at most the layout's `burst_tokens`, else the turn alone; with each turn's tool unit (a call
+    /// and its results go together). Ascending.
+    fn recall_unit(&self, i: usize) -> Vec<usize> {
+        let history = &self.history;
+        let bursts = &self.grouping.bursts;
+        let cap = self.config.layout.tiered.burst_tokens;
+        let mut members = vec![i];
+        let mut cost = self.recalled_tokens[i][0];
+        // Walked outward from `i` and stopped at the cap, so a long monologue costs no more
+        // than the cap to look at.
+        let (mut lo, mut hi) = (i, i);
+        let mut whole = true;
+        while lo > 0 && bursts[lo - 1] == bursts[i] {
+            lo -= 1;
+            cost += self.recalled_tokens[lo][0];
+            members.push(lo);
+            if cost > cap {
+                whole = false;
+                break;
+            }
+        }
+        while whole && hi + 1 < history.len() && bursts[hi + 1] == bursts[i] {
+            hi += 1;
+            cost += self.recalled_tokens[hi][0];
+            members.push(hi);
+            if cost > cap {
+                whole = false;
+            }
+        }
+        if !whole || cost > cap {
+            members = vec![i];
+        }
+        let mut out: Vec<usize> = members.iter().flat_map(|&j| history.unit_of(j).turns.iter().copied()).collect();
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     /// What turn `i` adds to the recalled block, without and with a date line before it.

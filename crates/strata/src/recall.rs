@@ -8,11 +8,13 @@
 //! vector: a question's vector leans on its speaker's name and its question words, which every
 //! turn of that speaker shares (turns are embedded with their speaker's name); the vector of
 //! "activities partake" alone, for "What activities does Melanie partake in?", ranks turns by
-//! what the question asks about.
+//! what the question asks about. Why bursts: people often send one thought as several short
+//! messages; the messages of one speaker in a row are ranked as one turn (the best of their
+//! scores) and recalled together, so evidence spread over a burst arrives whole.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use strata_core::{RecallQuery, Turn};
+use strata_core::{RecallQuery, Role, Turn};
 use strata_store::SqliteStore;
 use strata_summarize::text::is_stopword;
 
@@ -41,6 +43,37 @@ impl Default for RecallConfig {
             speaker_boost: 0.5,
             session_gap_seconds: 30 * 60,
             content_query: 1.0,
+        }
+    }
+}
+
+/// How turns group for recall: sessions (split by pauses) and bursts (a speaker's messages in
+/// a row within a session), one number of each per turn, both ascending.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Grouping {
+    pub(crate) sessions: Vec<u32>,
+    pub(crate) bursts: Vec<u32>,
+}
+
+impl Grouping {
+    /// Extends the grouping to cover `turns` (what it covers already is kept); with `bursts`
+    /// false every message is its own burst.
+    pub(crate) fn extend(&mut self, turns: &[Turn], config: &RecallConfig, bursts: bool) {
+        extend_sessions(&mut self.sessions, turns, config.session_gap_seconds);
+        for i in self.bursts.len()..turns.len() {
+            let same = i.checked_sub(1).is_some_and(|p| {
+                let (a, b) = (&turns[p], &turns[i]);
+                bursts
+                    && self.sessions[p] == self.sessions[i]
+                    && a.role == b.role
+                    && a.speaker == b.speaker
+                    // Tool traffic has its own units (a call with its results).
+                    && a.role != Role::Tool
+                    && a.tool_calls.is_empty()
+                    && b.tool_calls.is_empty()
+            });
+            let last = self.bursts.last().copied().unwrap_or(0);
+            self.bursts.push(if same || i == 0 { last } else { last + 1 });
         }
     }
 }
@@ -91,7 +124,7 @@ pub(crate) fn rank(
     store: &SqliteStore,
     conversation: &str,
     turns: &[Turn],
-    sessions: &[u32],
+    grouping: &Grouping,
     question: &str,
     embedding: Option<Vec<f32>>,
     content: Option<Vec<f32>>,
@@ -109,25 +142,40 @@ pub(crate) fn rank(
                 *s = r.score;
             }
         }
-        let mut scored: Vec<(usize, f32)> = Vec::new();
+        // Bursts as [start, end) with the best score of their messages.
+        let mut bursts: Vec<(usize, usize, f32)> = Vec::new();
         for i in 0..n {
-            let mut s = base[i];
+            match bursts.last_mut() {
+                Some(b) if grouping.bursts[b.0] == grouping.bursts[i] => {
+                    b.1 = i + 1;
+                    b.2 = b.2.max(base[i]);
+                }
+                _ => bursts.push((i, i + 1, base[i])),
+            }
+        }
+        let session = |b: usize| grouping.sessions[bursts[b].0];
+        let mut scored: Vec<(usize, f32, f32)> = Vec::new();
+        for b in 0..bursts.len() {
+            let (start, end, own) = bursts[b];
+            let mut s = own;
             for (d, w) in config.neighbours.iter().enumerate() {
                 let d = d + 1;
-                for j in [i.checked_sub(d), i.checked_add(d).filter(|&j| j < n)].into_iter().flatten() {
-                    if sessions[j] == sessions[i] {
-                        s += w * base[j];
+                for c in [b.checked_sub(d), b.checked_add(d).filter(|&c| c < bursts.len())].into_iter().flatten() {
+                    if session(c) == session(b) {
+                        s += w * bursts[c].2;
                     }
                 }
             }
-            if turns[i].speaker.as_ref().is_some_and(|sp| named.contains(&sp.to_lowercase())) {
+            if turns[start].speaker.as_ref().is_some_and(|sp| named.contains(&sp.to_lowercase())) {
                 s *= 1.0 + config.speaker_boost;
             }
             if s > 0.0 {
-                scored.push((i, s));
+                // Every message of the burst carries its score; its own orders it within.
+                scored.extend((start..end).map(|i| (i, s, base[i])));
             }
         }
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
+        let scored: Vec<(usize, f32)> = scored.into_iter().map(|(i, s, _)| (i, s)).collect();
         Ok(scored)
     };
     let first = search(embedding)?;

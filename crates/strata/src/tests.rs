@@ -593,3 +593,97 @@ fn pushing_a_batch_is_pushing_each_turn() {
     assert!(bad.push_all(&twice).is_err());
     assert_eq!(bad.len(), 2);
 }
+
+/// Two friends chatting, one of whom sends a thought as three short messages.
+fn bursty() -> Vec<Turn> {
+    let at = |i: i64| Some(Timestamp(T0 + i * 20));
+    let lines: [(&str, &str); 9] = [
+        ("Mel", "How was your weekend?"),
+        ("Caro", "I finally adopted a dog from the shelter!"),
+        ("Caro", "She's a beagle."),
+        ("Caro", "Her name is Biscuit."),
+        ("Mel", "That is wonderful news, congratulations."),
+        ("Caro", "Thanks! How is the pottery class going?"),
+        ("Mel", "Slowly, my bowls keep cracking in the kiln."),
+        ("Caro", "Maybe the clay dries too fast?"),
+        ("Mel", "Probably, I will cover them with plastic next time."),
+    ];
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, (who, text))| {
+            let role = if *who == "Caro" { Role::User } else { Role::Assistant };
+            let mut t = Turn::new(format!("t{i}"), role, *text).with_speaker(*who);
+            t.timestamp = at(i as i64);
+            t
+        })
+        .collect()
+}
+
+#[test]
+fn a_burst_of_messages_is_ranked_and_recalled_as_one_turn() {
+    let question = "Which dog was adopted from the shelter?";
+    let recall_with = |burst_tokens: usize| {
+        let mut c = config(2000);
+        c.layout.tiered.burst_tokens = burst_tokens;
+        let mut m = Memory::open(c, parts(None)).unwrap();
+        m.push_all(&bursty()).unwrap();
+        let hits = m.recall(question, 2).unwrap();
+        let ids: Vec<String> = hits.iter().map(|h| h.turn.id.clone()).collect();
+        let scores: Vec<f32> = hits.iter().map(|h| h.score).collect();
+        (ids, scores)
+    };
+    let (ids, scores) = recall_with(200);
+    // The message that matches comes first, its burst right behind it with the same score.
+    assert_eq!(ids, ["t1", "t2"]);
+    assert_eq!(scores[0], scores[1]);
+    let (_, alone) = recall_with(0);
+    assert!(alone[1] < alone[0], "each message alone scores by itself: {alone:?}");
+
+    // In a context, the burst arrives whole even where only one of its messages matches.
+    let mut c = config(2000);
+    c.layout.tiered.burst_tokens = 200;
+    let mut m = Memory::open(c, parts(None)).unwrap();
+    m.push_all(&bursty()).unwrap();
+    for i in 0..30 {
+        // Other dogs, other shelters: each matches the question in part.
+        let text = ["The neighbour's dog barked at the mail carrier again.", "We walked past the bus shelter in the rain."];
+        let mut t = Turn::new(format!("x{i}"), Role::User, text[i as usize % 2]);
+        t.speaker = Some(if i % 2 == 0 { "Mel" } else { "Caro" }.to_string());
+        t.timestamp = Some(Timestamp(T0 + 3 * HOUR + i * 20));
+        m.push(t).unwrap();
+    }
+    m.settle();
+    let ctx = m.context(400, Some(question)).unwrap();
+    let block = ctx.blocks.iter().find(|b| b.kind == BlockKind::Recalled).expect("recalled");
+    for id in ["t1", "t2", "t3"] {
+        assert!(block.source_ids.iter().any(|s| s == id), "{id} missing from {}", block.content);
+    }
+    assert!(block.content.contains("Caro: She's a beagle.\nCaro: Her name is Biscuit."), "{}", block.content);
+}
+
+#[test]
+fn bursts_end_at_another_speaker_a_pause_or_a_tool_call() {
+    let mut turns = bursty();
+    // A pause of an hour splits Caro's burst between t2 and t3.
+    turns[3].timestamp = Some(Timestamp(T0 + 3 * 20 + HOUR));
+    let mut g = crate::recall::Grouping::default();
+    g.extend(&turns, &crate::recall::RecallConfig::default(), true);
+    assert_eq!(g.bursts, [0, 1, 1, 2, 3, 4, 5, 6, 7]);
+    assert_eq!(g.sessions, [0, 0, 0, 1, 1, 1, 1, 1, 1]);
+    // Extending is the same as grouping the whole conversation at once.
+    let mut step = crate::recall::Grouping::default();
+    for n in 1..=turns.len() {
+        step.extend(&turns[..n], &crate::recall::RecallConfig::default(), true);
+    }
+    assert_eq!((step.bursts, step.sessions), (g.bursts, g.sessions));
+    let mut off = crate::recall::Grouping::default();
+    off.extend(&turns, &crate::recall::RecallConfig::default(), false);
+    assert_eq!(off.bursts, (0..9).collect::<Vec<u32>>());
+    let mut call = Turn::new("c", Role::User, "Running it.").with_speaker("Caro");
+    call.tool_calls = vec![ToolCall { id: "k".into(), name: "shell".into(), arguments: "{}".into() }];
+    call.timestamp = turns[3].timestamp;
+    let mut g = crate::recall::Grouping::default();
+    g.extend(&[turns[2].clone(), call], &crate::recall::RecallConfig::default(), true);
+    assert_eq!(g.bursts, [0, 1]);
+}
