@@ -78,9 +78,9 @@ pub struct TieredConfig {
     /// Sentences of at least this many words compete clause by clause, so filler clauses of a
     /// kept sentence can be left out (0: whole sentences).
     pub clause_words: usize,
-    /// With a question: a burst (one speaker's messages in a row within a session) is ranked
-    /// as one turn and recalled whole when it costs at most this many tokens; a longer one is
-    /// recalled a message at a time. 0 treats every message alone.
+    /// With a question: a burst (one speaker's messages in a row within a session, at most
+    /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
+    /// whole. 0 treats every message alone.
     pub burst_tokens: usize,
 }
 

@@ -234,12 +234,8 @@ impl Memory {
             last_plan: None,
             notes: Vec::new(),
         };
-        memory.grouping.extend(
-            memory.history.turns(),
-            &memory.config.recall,
-            memory.config.layout.tiered.burst_tokens > 0,
-        );
         memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
+        memory.extend_grouping();
         memory.topic_starts = memory.detect_topics();
         for (i, t) in memory.history.turns().iter().enumerate() {
             memory.salience.add_turn(i, t);
@@ -366,9 +362,9 @@ impl Memory {
         // same topics.
         self.vectors.push(vector.map(|v| strata_store::as_stored(&v)).unwrap_or_default());
         let i = self.history.len() - 1;
-        self.grouping.extend(self.history.turns(), &self.config.recall, self.config.layout.tiered.burst_tokens > 0);
         let cost = self.count_recalled(i);
         self.recalled_tokens.push(cost);
+        self.extend_grouping();
         self.tiers.push(Tier::Hot);
         self.salience.add_turn(i, &turn);
         self.topic_starts = self.detect_topics();
@@ -714,40 +710,27 @@ impl Memory {
         block
     }
 
-    /// What is recalled with turn `i`: its burst (see [`recall::Grouping`]) when the burst
-    /// costs at most the layout's `burst_tokens`, else the turn alone; with each turn's tool unit (a call
-    /// and its results go together). Ascending.
+    /// Sessions and bursts for the turns pushed since the last call.
+    fn extend_grouping(&mut self) {
+        let cap = self.config.layout.tiered.burst_tokens;
+        self.grouping.extend(self.history.turns(), &self.recalled_tokens, &self.config.recall, cap);
+    }
+
+    /// What is recalled with turn `i`: its burst (see [`recall::Grouping`]: capped at the
+    /// layout's `burst_tokens`), with each member's tool unit (a call and its results go
+    /// together). Ascending.
     fn recall_unit(&self, i: usize) -> Vec<usize> {
         let history = &self.history;
         let bursts = &self.grouping.bursts;
-        let cap = self.config.layout.tiered.burst_tokens;
-        let mut members = vec![i];
-        let mut cost = self.recalled_tokens[i][0];
-        // Walked outward from `i` and stopped at the cap, so a long monologue costs no more
-        // than the cap to look at.
-        let (mut lo, mut hi) = (i, i);
-        let mut whole = true;
+        let mut lo = i;
         while lo > 0 && bursts[lo - 1] == bursts[i] {
             lo -= 1;
-            cost += self.recalled_tokens[lo][0];
-            members.push(lo);
-            if cost > cap {
-                whole = false;
-                break;
-            }
         }
-        while whole && hi + 1 < history.len() && bursts[hi + 1] == bursts[i] {
+        let mut hi = i + 1;
+        while hi < history.len() && bursts[hi] == bursts[i] {
             hi += 1;
-            cost += self.recalled_tokens[hi][0];
-            members.push(hi);
-            if cost > cap {
-                whole = false;
-            }
         }
-        if !whole || cost > cap {
-            members = vec![i];
-        }
-        let mut out: Vec<usize> = members.iter().flat_map(|&j| history.unit_of(j).turns.iter().copied()).collect();
+        let mut out: Vec<usize> = (lo..hi).flat_map(|j| history.unit_of(j).turns.iter().copied()).collect();
         out.sort_unstable();
         out.dedup();
         out

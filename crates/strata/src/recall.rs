@@ -9,8 +9,9 @@
 //! turn of that speaker shares (turns are embedded with their speaker's name); the vector of
 //! "activities partake" alone, for "What activities does Melanie partake in?", ranks turns by
 //! what the question asks about. Why bursts: people often send one thought as several short
-//! messages; the messages of one speaker in a row are ranked as one turn (the best of their
-//! scores) and recalled together, so evidence spread over a burst arrives whole.
+//! messages; the messages of one speaker in a row (up to a token cap) are ranked as one turn
+//! (the best of their scores) and recalled together, so evidence spread over a burst arrives
+//! whole.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -48,22 +49,27 @@ impl Default for RecallConfig {
 }
 
 /// How turns group for recall: sessions (split by pauses) and bursts (a speaker's messages in
-/// a row within a session), one number of each per turn, both ascending.
+/// a row within a session, up to a token cap), one number of each per turn, both ascending.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Grouping {
     pub(crate) sessions: Vec<u32>,
     pub(crate) bursts: Vec<u32>,
+    /// What the last burst costs so far.
+    last_cost: usize,
 }
 
 impl Grouping {
-    /// Extends the grouping to cover `turns` (what it covers already is kept); with `bursts`
-    /// false every message is its own burst.
-    pub(crate) fn extend(&mut self, turns: &[Turn], config: &RecallConfig, bursts: bool) {
+    /// Extends the grouping to cover `turns` (what it covers already is kept). `costs[i][0]`
+    /// is turn `i`'s tokens as recalled; a burst closes before the message that would take it
+    /// past `cap`, so a long monologue becomes several bursts and what is ranked as one is
+    /// what is recalled as one. A cap of 0 makes every message its own burst.
+    pub(crate) fn extend(&mut self, turns: &[Turn], costs: &[[usize; 2]], config: &RecallConfig, cap: usize) {
         extend_sessions(&mut self.sessions, turns, config.session_gap_seconds);
         for i in self.bursts.len()..turns.len() {
             let same = i.checked_sub(1).is_some_and(|p| {
                 let (a, b) = (&turns[p], &turns[i]);
-                bursts
+                cap > 0
+                    && self.last_cost + costs[i][0] <= cap
                     && self.sessions[p] == self.sessions[i]
                     && a.role == b.role
                     && a.speaker == b.speaker
@@ -73,7 +79,13 @@ impl Grouping {
                     && b.tool_calls.is_empty()
             });
             let last = self.bursts.last().copied().unwrap_or(0);
-            self.bursts.push(if same || i == 0 { last } else { last + 1 });
+            if same {
+                self.last_cost += costs[i][0];
+                self.bursts.push(last);
+            } else {
+                self.last_cost = costs[i][0];
+                self.bursts.push(if i == 0 { 0 } else { last + 1 });
+            }
         }
     }
 }

@@ -663,27 +663,35 @@ fn a_burst_of_messages_is_ranked_and_recalled_as_one_turn() {
 }
 
 #[test]
-fn bursts_end_at_another_speaker_a_pause_or_a_tool_call() {
+fn bursts_end_at_another_speaker_a_pause_a_tool_call_or_the_cap() {
+    use crate::recall::{Grouping, RecallConfig};
+    let recall = RecallConfig::default();
     let mut turns = bursty();
     // A pause of an hour splits Caro's burst between t2 and t3.
     turns[3].timestamp = Some(Timestamp(T0 + 3 * 20 + HOUR));
-    let mut g = crate::recall::Grouping::default();
-    g.extend(&turns, &crate::recall::RecallConfig::default(), true);
+    let costs = vec![[10, 10]; turns.len()];
+    let mut g = Grouping::default();
+    g.extend(&turns, &costs, &recall, 200);
     assert_eq!(g.bursts, [0, 1, 1, 2, 3, 4, 5, 6, 7]);
     assert_eq!(g.sessions, [0, 0, 0, 1, 1, 1, 1, 1, 1]);
     // Extending is the same as grouping the whole conversation at once.
-    let mut step = crate::recall::Grouping::default();
+    let mut step = Grouping::default();
     for n in 1..=turns.len() {
-        step.extend(&turns[..n], &crate::recall::RecallConfig::default(), true);
+        step.extend(&turns[..n], &costs[..n], &recall, 200);
     }
     assert_eq!((step.bursts, step.sessions), (g.bursts, g.sessions));
-    let mut off = crate::recall::Grouping::default();
-    off.extend(&turns, &crate::recall::RecallConfig::default(), false);
+    let mut off = Grouping::default();
+    off.extend(&turns, &costs, &recall, 0);
     assert_eq!(off.bursts, (0..9).collect::<Vec<u32>>());
     let mut call = Turn::new("c", Role::User, "Running it.").with_speaker("Caro");
     call.tool_calls = vec![ToolCall { id: "k".into(), name: "shell".into(), arguments: "{}".into() }];
-    call.timestamp = turns[3].timestamp;
-    let mut g = crate::recall::Grouping::default();
-    g.extend(&[turns[2].clone(), call], &crate::recall::RecallConfig::default(), true);
+    call.timestamp = turns[2].timestamp;
+    let mut g = Grouping::default();
+    g.extend(&[turns[2].clone(), call], &costs[..2], &recall, 200);
     assert_eq!(g.bursts, [0, 1]);
+    // A monologue of 60-token messages is cut into bursts of at most 200 tokens.
+    let monologue: Vec<Turn> = (0..7).map(|i| Turn::new(format!("m{i}"), Role::User, "...")).collect();
+    let mut g = Grouping::default();
+    g.extend(&monologue, &[[60, 70]; 7], &recall, 200);
+    assert_eq!(g.bursts, [0, 0, 0, 1, 1, 1, 2]);
 }
