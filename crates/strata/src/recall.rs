@@ -156,13 +156,13 @@ pub(crate) fn rank(
         }
         // Bursts as [start, end) with the best score of their messages.
         let mut bursts: Vec<(usize, usize, f32)> = Vec::new();
-        for i in 0..n {
+        for (i, &score) in base.iter().enumerate() {
             match bursts.last_mut() {
                 Some(b) if grouping.bursts[b.0] == grouping.bursts[i] => {
                     b.1 = i + 1;
-                    b.2 = b.2.max(base[i]);
+                    b.2 = b.2.max(score);
                 }
-                _ => bursts.push((i, i + 1, base[i])),
+                _ => bursts.push((i, i + 1, score)),
             }
         }
         let session = |b: usize| grouping.sessions[bursts[b].0];
