@@ -116,7 +116,7 @@ impl Dataset {
         } else {
             Path::new(name).file_stem().and_then(|s| s.to_str()).unwrap_or(name).to_string()
         };
-        Ok(Dataset { sentences: name == "locomo-sentences", name, builtin, kind, files })
+        Ok(Dataset { sentences: builtin && name == "locomo-sentences", name, builtin, kind, files })
     }
 
     /// The suites this dataset is scored by: the named suites by what their benchmark is for

@@ -41,8 +41,8 @@ struct Gate {
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// Suites (locomo, qmsum, tiage, dialseg711, dialogsum, probes) or transcript paths,
-    /// comma-separated [default: locomo,probes]
+    /// Suites (locomo, locomo-sentences, qmsum, tiage, dialseg711, dialogsum, probes) or
+    /// transcript paths, comma-separated [default: locomo,probes]
     #[arg(long, value_delimiter = ',')]
     dataset: Vec<String>,
     /// Strategies, comma-separated [default: all]

@@ -647,7 +647,8 @@ fn a_burst_of_messages_is_ranked_and_recalled_as_one_turn() {
     m.push_all(&bursty()).unwrap();
     for i in 0..30 {
         // Other dogs, other shelters: each matches the question in part.
-        let text = ["The neighbour's dog barked at the mail carrier again.", "We walked past the bus shelter in the rain."];
+        let text =
+            ["The neighbour's dog barked at the mail carrier again.", "We walked past the bus shelter in the rain."];
         let mut t = Turn::new(format!("x{i}"), Role::User, text[i as usize % 2]);
         t.speaker = Some(if i % 2 == 0 { "Mel" } else { "Caro" }.to_string());
         t.timestamp = Some(Timestamp(T0 + 3 * HOUR + i * 20));
