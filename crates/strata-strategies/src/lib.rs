@@ -82,6 +82,11 @@ pub struct TieredConfig {
     /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
     /// whole. 0 treats every message alone.
     pub burst_tokens: usize,
+    /// With a question and an embedder: the weight of a third ranking beside the question's
+    /// and its content words', by phrase vectors (every turn's runs of up to three content
+    /// words, embedded once each at store time; a turn scores its best phrase against the
+    /// question's content words). 0 embeds no phrases.
+    pub phrases: f64,
 }
 
 impl Default for TieredConfig {
@@ -97,6 +102,7 @@ impl Default for TieredConfig {
             background: s.background,
             clause_words: s.clause_words,
             burst_tokens: 200,
+            phrases: 0.0,
         }
     }
 }
@@ -123,6 +129,9 @@ impl TieredConfig {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
             }
+        }
+        if !(0.0..=4.0).contains(&self.phrases) {
+            return Err(format!("tiered: `phrases` must be between 0 and 4, not {}", self.phrases));
         }
         if !(0.0..=2.0).contains(&self.length_exponent) {
             return Err(format!("tiered: `length_exponent` must be between 0 and 2, not {}", self.length_exponent));

@@ -374,7 +374,8 @@ fn settings_list_every_knob_and_read_back_as_the_same_config() {
         min_words = 2
         background = 0.0
         clause_words = 0
-        burst_tokens = 200"#]]
+        burst_tokens = 200
+        phrases = 0.0"#]]
     .assert_eq(&tiered);
     // What `--explain` prints is a config file that gives the same settings back.
     let mut listed = String::new();

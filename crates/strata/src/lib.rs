@@ -11,6 +11,7 @@
 //! [`Tiered`] is the same machinery as an eval [`Strategy`](strata_core::Strategy).
 
 mod memory;
+mod phrases;
 mod recall;
 mod reembed;
 mod tiered;

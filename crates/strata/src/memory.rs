@@ -17,6 +17,7 @@ use strata_strategies::TieredConfig;
 use strata_summarize::{resolve_relative, Date, ExtractiveConfig, FactKind, Registry, Salience, SummaryConfig};
 use strata_topic::TopicConfig;
 
+use crate::phrases::PhraseIndex;
 use crate::recall::{self, RecallConfig};
 use crate::worker::{self, Job, SpanKey, Worker};
 
@@ -146,6 +147,8 @@ pub struct Memory {
     vectors: Vec<Vec<f32>>,
     /// Sessions and bursts, for recall.
     grouping: recall::Grouping,
+    /// Phrase vectors, for recall, when the layout weighs them (`[tiered] phrases`).
+    phrases: PhraseIndex,
     /// What each turn adds to the recalled block: without and with a date line. Counted once,
     /// at push, so that building a context counts nothing twice.
     recalled_tokens: Vec<[usize; 2]>,
@@ -217,6 +220,7 @@ impl Memory {
         let salience = Salience::new().with_clauses(config.layout.tiered.clause_words);
         let mut memory = Memory {
             grouping: recall::Grouping::default(),
+            phrases: PhraseIndex::default(),
             recalled_tokens: Vec::new(),
             vectors,
             config,
@@ -236,6 +240,8 @@ impl Memory {
         };
         memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
         memory.extend_grouping();
+        let turns = memory.history.turns().to_vec();
+        memory.index_phrases(&turns);
         memory.topic_starts = memory.detect_topics();
         for (i, t) in memory.history.turns().iter().enumerate() {
             memory.salience.add_turn(i, t);
@@ -313,6 +319,7 @@ impl Memory {
     /// names; the turns before it are stored.
     pub fn push_all(&mut self, turns: &[Turn]) -> Result<(), MemoryError> {
         let mut vectors = self.embed_turns(turns).into_iter();
+        self.embed_phrases(turns);
         for turn in turns {
             self.history.push(turn.clone())?;
             let (vector, sentences) = match vectors.next() {
@@ -367,6 +374,7 @@ impl Memory {
         self.extend_grouping();
         self.tiers.push(Tier::Hot);
         self.salience.add_turn(i, &turn);
+        self.index_phrases(std::slice::from_ref(&turn));
         self.topic_starts = self.detect_topics();
         self.replan(false)?;
         // A turn boundary: summaries finished since the last one come into view.
@@ -418,6 +426,36 @@ impl Memory {
         }
     }
 
+    /// Whether recall weighs phrase vectors (so they are made at store time).
+    fn phrases_on(&self) -> bool {
+        self.parts.embedder.is_some() && self.config.layout.tiered.phrases > 0.0
+    }
+
+    /// Embeds the phrases of `turns` that have no vector yet, in one call; a failure is noted
+    /// (those phrases score nothing).
+    fn embed_phrases(&mut self, turns: &[Turn]) {
+        if !self.phrases_on() {
+            return;
+        }
+        let Some(e) = self.parts.embedder.clone() else { return };
+        if let Err(err) = self.phrases.embed_new(turns, e.as_ref()) {
+            let first = turns.first().map_or("", |t| t.id.as_str());
+            self.notes.push(format!("turn {first}: phrases not embedded ({err}); recall ranks without them"));
+        }
+    }
+
+    /// Adds `turns`, the next turns of the history, to the phrase index.
+    fn index_phrases(&mut self, turns: &[Turn]) {
+        if !self.phrases_on() {
+            return;
+        }
+        self.embed_phrases(turns);
+        for t in turns {
+            self.phrases.push(t);
+        }
+        debug_assert!(self.phrases.len() <= self.history.len());
+    }
+
     /// Searches the whole conversation (the cold store) for `query`: the best `k` turns.
     pub fn recall(&self, query: &str, k: usize) -> Result<Vec<Hit>, MemoryError> {
         let ranked = self.rank(query)?;
@@ -446,6 +484,13 @@ impl Memory {
             }
             None => (None, None),
         };
+        // Phrases meet what the question asks about: its content words, else the question.
+        let weight = self.config.layout.tiered.phrases as f32;
+        let phrases = content
+            .as_ref()
+            .or(embedding.as_ref())
+            .filter(|_| self.phrases_on() && self.phrases.len() == self.history.len())
+            .map(|q| (weight, self.phrases.scores(q, self.config.recall.depth)));
         recall::rank(
             &self.store,
             &self.config.conversation,
@@ -454,6 +499,7 @@ impl Memory {
             question,
             embedding,
             content,
+            phrases,
             &self.config.recall,
         )
     }

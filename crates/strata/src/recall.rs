@@ -130,7 +130,9 @@ pub(crate) fn content_words(question: &str, turns: &[Turn]) -> Option<String> {
 /// Turn positions for `question`, best first: every turn with a positive score. With
 /// `content` (the vector of the question's [`content_words`]), the ranking with the question's
 /// `embedding` and the one with `content` (both with the question's words for BM25) are each
-/// scaled to their best score and added, the second weighted by `config.content_query`.
+/// scaled to their best score and added, the second weighted by `config.content_query`. With
+/// `phrases` (a weight and one score per turn from the phrase index), that ranking is added
+/// the same way.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rank(
     store: &SqliteStore,
@@ -140,20 +142,12 @@ pub(crate) fn rank(
     question: &str,
     embedding: Option<Vec<f32>>,
     content: Option<Vec<f32>>,
+    phrases: Option<(f32, Vec<f32>)>,
     config: &RecallConfig,
 ) -> Result<Vec<(usize, f32)>, MemoryError> {
     let named = named_speakers(turns, question);
-    // One search: the store's fused ranking re-scored by neighbours and the named speaker.
-    let search = |embedding: Option<Vec<f32>>| -> Result<Vec<(usize, f32)>, MemoryError> {
-        let query = RecallQuery { text: question.to_string(), k: config.depth, embedding, time_range: None };
-        let ranked = store.search_ranked(conversation, &query)?;
-        let n = turns.len();
-        let mut base = vec![0f32; n];
-        for r in ranked {
-            if let Some(s) = base.get_mut(r.seq as usize) {
-                *s = r.score;
-            }
-        }
+    // A ranking (one score per turn) re-scored by neighbours and the named speaker.
+    let rescore = |base: Vec<f32>| -> Vec<(usize, f32)> {
         // Bursts as [start, end) with the best score of their messages.
         let mut bursts: Vec<(usize, usize, f32)> = Vec::new();
         for (i, &score) in base.iter().enumerate() {
@@ -187,17 +181,27 @@ pub(crate) fn rank(
             }
         }
         scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
-        let scored: Vec<(usize, f32)> = scored.into_iter().map(|(i, s, _)| (i, s)).collect();
-        Ok(scored)
+        scored.into_iter().map(|(i, s, _)| (i, s)).collect()
     };
-    let first = search(embedding)?;
-    match content {
-        Some(v) if config.content_query > 0.0 => {
-            let second = search(Some(v))?;
-            Ok(combine(&[(1.0, first), (config.content_query, second)]))
+    // One search: the store's fused ranking.
+    let search = |embedding: Option<Vec<f32>>| -> Result<Vec<(usize, f32)>, MemoryError> {
+        let query = RecallQuery { text: question.to_string(), k: config.depth, embedding, time_range: None };
+        let mut base = vec![0f32; turns.len()];
+        for r in store.search_ranked(conversation, &query)? {
+            if let Some(s) = base.get_mut(r.seq as usize) {
+                *s = r.score;
+            }
         }
-        _ => Ok(first),
+        Ok(rescore(base))
+    };
+    let mut rankings = vec![(1.0, search(embedding)?)];
+    if let Some(v) = content.filter(|_| config.content_query > 0.0) {
+        rankings.push((config.content_query, search(Some(v))?));
     }
+    if let Some((weight, base)) = phrases.filter(|(w, _)| *w > 0.0) {
+        rankings.push((weight, rescore(base)));
+    }
+    Ok(if rankings.len() == 1 { rankings.pop().map(|(_, r)| r).unwrap_or_default() } else { combine(&rankings) })
 }
 
 /// Weighted sum of rankings, each scaled to its best score; best first, ties by position.

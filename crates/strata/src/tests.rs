@@ -696,3 +696,30 @@ fn bursts_end_at_another_speaker_a_pause_a_tool_call_or_the_cap() {
     g.extend(&monologue, &[[60, 70]; 7], &recall, 200);
     assert_eq!(g.bursts, [0, 0, 0, 1, 1, 1, 2]);
 }
+
+#[test]
+fn phrase_vectors_add_a_ranking_and_a_reopened_memory_ranks_alike() {
+    let dir = tempfile::tempdir().unwrap();
+    let question = "Which dog was adopted from the shelter?";
+    let with = |phrases: f64, path: Option<std::path::PathBuf>, push: bool| {
+        let mut c = config(2000);
+        c.layout.tiered.phrases = phrases;
+        c.path = path;
+        let mut m = Memory::open(c, parts(None)).unwrap();
+        if push {
+            m.push_all(&bursty()).unwrap();
+        }
+        let hits = m.recall(question, 5).unwrap();
+        hits.iter().map(|h| (h.turn.id.clone(), h.score)).collect::<Vec<_>>()
+    };
+    let off = with(0.0, None, true);
+    let on = with(2.0, None, true);
+    assert_ne!(off, on, "the phrase ranking is added to the others");
+    assert_eq!(on[0].0, "t1", "{on:?}");
+    // Phrases are derived data: a memory reopened from its store indexes them again.
+    let path = dir.path().join("m.db");
+    let live = with(2.0, Some(path.clone()), true);
+    let reopened = with(2.0, Some(path), false);
+    assert_eq!(live, reopened);
+    assert_eq!(live, on);
+}
