@@ -240,8 +240,10 @@ impl Memory {
         };
         memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
         memory.extend_grouping();
-        let turns = memory.history.turns().to_vec();
-        memory.index_phrases(&turns);
+        if memory.phrases_on() {
+            let turns = memory.history.turns().to_vec();
+            memory.index_phrases(&turns);
+        }
         memory.topic_starts = memory.detect_topics();
         for (i, t) in memory.history.turns().iter().enumerate() {
             memory.salience.add_turn(i, t);
