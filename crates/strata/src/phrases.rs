@@ -9,7 +9,7 @@
 //! embedded once (an embedder's disk cache keeps it across runs), and a turn scores its best
 //! phrase's cosine to the question's content words.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use strata_core::{EmbedError, Embedder, Turn};
 use strata_summarize::text::is_stopword;
@@ -96,10 +96,12 @@ impl PhraseIndex {
     /// Embeds the phrases of `turns` not embedded yet, in one call. A failed call leaves them
     /// without vectors (they score nothing) and is returned for the caller to note.
     pub(crate) fn embed_new(&mut self, turns: &[Turn], embedder: &dyn Embedder) -> Result<(), EmbedError> {
+        // A set beside the list: at open, `turns` is the whole conversation.
+        let mut seen: HashSet<String> = HashSet::new();
         let mut new: Vec<String> = Vec::new();
         for t in turns {
             for p in phrases(&t.content) {
-                if !self.ids.contains_key(&p) && !new.contains(&p) {
+                if !self.ids.contains_key(&p) && seen.insert(p.clone()) {
                     new.push(p);
                 }
             }
