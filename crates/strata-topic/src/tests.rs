@@ -117,3 +117,94 @@ fn gap_similarity_averages_the_window_sizes() {
     assert!((two[1] - 0.5 * std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6, "{two:?}");
     assert_eq!(two.len(), 3);
 }
+
+/// Vectors that wander: each turn near the last one, with occasional jumps (new topics), so
+/// that depth valleys, plateaus and ties all occur.
+fn wandering(seeds: &[u8]) -> Vec<Vec<f32>> {
+    let mut v = vec![1f32; 8];
+    seeds
+        .iter()
+        .map(|&s| {
+            if s % 7 == 0 {
+                v = (0..8).map(|k| f32::from((s.wrapping_mul(k + 3)) % 5)).collect();
+            }
+            v[usize::from(s) % 8] += f32::from(s % 3);
+            v.clone()
+        })
+        .collect()
+}
+
+const CUES: [&str; 4] = ["plain words", "moving on to the build", "more plain words", "new topic: dinner"];
+
+fn stream(seeds: &[u8]) -> Vec<Turn> {
+    let mut ts = 1_700_000_000i64;
+    seeds
+        .iter()
+        .enumerate()
+        .map(|(i, &s)| {
+            // Mostly a minute apart, sometimes an hour, sometimes no timestamp.
+            ts += if s % 11 == 0 { 3600 } else { 60 };
+            let mut t = Turn::new(format!("t{i}"), Role::User, CUES[usize::from(s / 64) % 4]);
+            t.timestamp = (s % 13 != 0).then_some(Timestamp(ts));
+            t
+        })
+        .collect()
+}
+
+/// The tracker, fed turn by turn, against the batch over every prefix.
+fn check_tracker(turns: &[Turn], vectors: &[Vec<f32>], missing: Option<usize>, config: &TopicConfig, limits: Limits) {
+    let mut tracker = Tracker::with_limits(config.clone(), limits);
+    for (i, t) in turns.iter().enumerate() {
+        let v = (missing != Some(i)).then(|| vectors[i].as_slice());
+        let before: Vec<usize> = tracker.starts().collect();
+        tracker.push(t, v);
+        let after: Vec<usize> = tracker.starts().collect();
+        let moved = before.iter().zip(&after).find(|(a, b)| a != b).map(|(a, b)| *a.min(b)).or_else(|| {
+            let k = before.len().min(after.len());
+            before.get(k).or(after.get(k)).copied()
+        });
+        assert_eq!(tracker.moved_from(), moved, "after {} turns: {before:?} -> {after:?}", i + 1);
+        let n = i + 1;
+        let all = missing.is_none_or(|m| m >= n);
+        let batch = detect_limited(&turns[..n], all.then_some(&vectors[..n]), config, limits);
+        assert_eq!(tracker.boundaries(), batch.as_slice(), "after {n} turns");
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+    #[test]
+    fn the_tracker_finds_what_the_batch_finds_after_every_turn(
+        seeds in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..120),
+        window in 1usize..5,
+        min_segment in 1usize..4,
+        method in 0u8..3,
+        reach in 1usize..6,
+        radius in 1usize..12,
+        missing in proptest::option::of(0usize..120),
+    ) {
+        let method = match method {
+            0 => Method::Depth { window, cutoff: 0.5 },
+            1 => Method::Fixed { threshold: 0.95 },
+            _ => Method::None,
+        };
+        let config = TopicConfig { method, min_segment, ..TopicConfig::default() };
+        check_tracker(&stream(&seeds), &wandering(&seeds), missing, &config, Limits { reach, radius });
+    }
+}
+
+#[test]
+fn the_tracker_matches_the_batch_with_the_shipped_limits() {
+    // Long enough that the stats radius and the walk's reach both bind.
+    let seeds: Vec<u8> = (0..2600u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let (turns, vectors) = (stream(&seeds), wandering(&seeds));
+    let config = TopicConfig::default();
+    let mut tracker = Tracker::new(config.clone());
+    for (i, t) in turns.iter().enumerate() {
+        tracker.push(t, Some(&vectors[i]));
+        if (i + 1) % 431 == 0 || i + 1 == turns.len() {
+            assert_eq!(tracker.boundaries(), detect_with(&turns[..=i], Some(&vectors[..=i]), &config).as_slice());
+        }
+    }
+    assert!(tracker.boundaries().len() > 100, "{}", tracker.boundaries().len());
+}
