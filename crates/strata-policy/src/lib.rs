@@ -5,6 +5,10 @@
 //! `strata-topic` with an embedder) are inputs, so the same state always gives the same plan,
 //! and a test can replay a week of conversation in a millisecond. Every plan explains itself:
 //! each trigger's score and weight, each guard that held, each turn that moved and why.
+//!
+//! The state need not hold the whole conversation: a cold turn stays cold whatever the plan,
+//! holds no tokens and moves nothing, so a caller may leave cold turns out (and say how many).
+//! A plan then costs what the turns still in the context cost, however long the conversation.
 
 mod signals;
 
@@ -120,6 +124,8 @@ impl PolicyConfig {
 /// What the policy knows about one turn.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TurnState<'a> {
+    /// Its position in the conversation (topic starts are positions too).
+    pub index: usize,
     pub id: &'a str,
     pub role: Role,
     pub content: &'a str,
@@ -133,8 +139,17 @@ pub struct TurnState<'a> {
 /// The conversation as the policy sees it.
 #[derive(Debug, Clone, Default)]
 pub struct State<'a> {
+    /// The turns in conversation order: every turn that is not cold, the newest
+    /// `recent_turns` whatever their tier, and any others the caller likes (the turn where the
+    /// last topic starts, for the plan to name it). A turn left out must be cold.
     pub turns: Vec<TurnState<'a>>,
-    /// Indices of turns that start a new topic (from `strata-topic`), ascending.
+    /// How many cold turns were left out (for the plan's occupancy).
+    pub left_out: usize,
+    /// The first `pinned` turns (a system prompt) are kept verbatim by the caller: the plan
+    /// counts them as hot and never moves them.
+    pub pinned: usize,
+    /// Positions of turns that start a new topic (from `strata-topic`), ascending. The plan
+    /// reads the newest two, so a caller may pass just those.
     pub topic_starts: Vec<usize>,
     /// An explicit checkpoint was requested since the last plan.
     pub checkpoint: bool,
@@ -200,6 +215,7 @@ pub struct Guard {
 /// A turn that changes tier.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Move {
+    /// Its position in the conversation.
     pub index: usize,
     pub id: String,
     pub from: Tier,
@@ -210,8 +226,10 @@ pub struct Move {
 /// The policy's decision.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
-    /// One tier per turn, in order.
+    /// One tier per turn of the state, in order.
     pub tiers: Vec<Tier>,
+    /// Cold turns the state left out.
+    pub left_out: usize,
     pub act: bool,
     /// Sum of weight × raw over the triggers.
     pub score: f32,
@@ -226,9 +244,11 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Turns per tier, hot to cold.
+    /// Turns per tier, hot to cold (the turns left out are cold).
     pub fn occupancy(&self) -> [usize; 4] {
-        Tier::occupancy(&self.tiers)
+        let mut o = Tier::occupancy(&self.tiers);
+        o[3] += self.left_out;
+        o
     }
 
     /// Every decision in words: the verdict, each trigger, each guard, each move.
@@ -272,15 +292,24 @@ pub fn tokens_in(tier: Tier, tokens: usize, config: &PolicyConfig) -> usize {
 /// Decides the tiers. Pure: the same inputs always give the same plan.
 pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
     let turns = &state.turns;
-    let current: Vec<Tier> = turns.iter().map(|t| t.tier).collect();
-    let used: usize = turns.iter().map(|t| tokens_in(t.tier, t.tokens, config)).sum();
+    let pinned = state.pinned.min(turns.len());
+    let current: Vec<Tier> =
+        turns.iter().enumerate().map(|(i, t)| if i < pinned { Tier::Hot } else { t.tier }).collect();
+    // Where position `p` is (or would be) among the turns.
+    let local = |p: usize| turns.partition_point(|t| t.index < p);
+    let used: usize = turns.iter().zip(&current).map(|(t, tier)| tokens_in(*tier, t.tokens, config)).sum();
     let window = config.window.max(1) as f32;
     let share = used as f32 / window;
     let age = |t: &TurnState<'_>| t.timestamp.map_or(0, |ts| (now.seconds() - ts.seconds()).max(0));
-    let oldest_hot = turns.iter().position(|t| t.tier == Tier::Hot);
+    let oldest_hot = current.iter().position(|t| *t == Tier::Hot).map(|i| turns[i].index);
     // The oldest verbatim turn that says when it was said (a system prompt usually does not).
-    let oldest_hot_age =
-        turns.iter().filter(|t| t.tier == Tier::Hot && t.timestamp.is_some()).map(age).next().unwrap_or(0);
+    let oldest_hot_age = turns
+        .iter()
+        .zip(&current)
+        .filter(|(t, tier)| **tier == Tier::Hot && t.timestamp.is_some())
+        .map(|(t, _)| age(t))
+        .next()
+        .unwrap_or(0);
     let recent_from = turns.len().saturating_sub(config.recent_turns.max(1));
     let recent = &turns[recent_from..];
 
@@ -308,7 +337,10 @@ pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
         raw: if shift.is_some() { 1.0 } else { 0.0 },
         weight: w.topic_shift,
         why: match shift {
-            Some(b) => format!("a topic starts at {}, leaving a finished one verbatim", turns[b].id),
+            Some(b) => match turns.get(local(b)).filter(|t| t.index == b) {
+                Some(t) => format!("a topic starts at {}, leaving a finished one verbatim", t.id),
+                None => format!("a topic starts at position {b}, leaving a finished one verbatim"),
+            },
             None => "no topic shift among the verbatim turns".to_string(),
         },
     });
@@ -345,14 +377,14 @@ pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
     }
     // A task or a debugging session belongs to the current topic: once the topic has moved
     // on, the user has left it, finished or not.
-    let topic_from = state.topic_starts.last().copied().unwrap_or(0).max(recent_from);
+    let topic_from = local(state.topic_starts.last().copied().unwrap_or(0)).max(recent_from);
     let in_topic = &turns[topic_from..];
     let last_start = in_topic.iter().rposition(|t| t.role == Role::User && is_task_start(t.content));
     let last_done = in_topic.iter().rposition(|t| is_task_completion(t.content));
     if let Some(s) = last_start.filter(|&s| last_done.is_none_or(|d| d < s)) {
         guards.push(Guard {
             kind: GuardKind::OngoingTask,
-            why: format!("{} starts a task not yet finished", recent[s].id),
+            why: format!("{} starts a task not yet finished", in_topic[s].id),
         });
     }
     let back: Vec<&str> = recent.iter().filter(|t| is_back_reference(t.content)).map(|t| t.id).collect();
@@ -419,7 +451,7 @@ pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
         .enumerate()
         .filter(|(i, t)| **t != current[*i])
         .map(|(i, t)| Move {
-            index: i,
+            index: turns[i].index,
             id: turns[i].id.to_string(),
             from: current[i],
             to: *t,
@@ -427,14 +459,25 @@ pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
         })
         .collect();
     let tokens_after = turns.iter().zip(&tiers).map(|(t, tier)| tokens_in(*tier, t.tokens, config)).sum();
-    Plan { tiers, act, score, triggers, guards, moves, tokens_before: used, tokens_after, reason }
+    Plan {
+        tiers,
+        left_out: state.left_out,
+        act,
+        score,
+        triggers,
+        guards,
+        moves,
+        tokens_before: used,
+        tokens_after,
+        reason,
+    }
 }
 
 /// Walks from the newest turn back, filling hot, then warm, then cool, each within its token
 /// allowance and age; the rest go cold. Tiers only ever get colder (a summary is never
 /// replaced by the verbatim turn again), which keeps the context's prefix stable. The cut
 /// between hot and the rest snaps back to a topic start when one lies in the warm span, so a
-/// topic is compressed whole.
+/// topic is compressed whole. Pinned turns stay hot.
 fn assign(state: &State<'_>, config: &PolicyConfig, now: Timestamp, current: &[Tier]) -> Vec<Tier> {
     let turns = &state.turns;
     let n = turns.len();
@@ -458,9 +501,13 @@ fn assign(state: &State<'_>, config: &PolicyConfig, now: Timestamp, current: &[T
         tiers[i] = limits.get(level).map_or(Tier::Cold, |l| l.0);
     }
     // Snap the hot boundary to a topic start inside the warm part, when there is one.
+    let pinned = state.pinned.min(n);
+    let end = turns.last().map_or(0, |t| t.index + 1);
     if let Some(first_hot) = tiers.iter().position(|t| *t == Tier::Hot) {
-        if let Some(&start) = state.topic_starts.iter().rev().find(|&&b| b > first_hot && b + 1 < n) {
-            for tier in &mut tiers[first_hot..start] {
+        let at = turns[first_hot].index;
+        if let Some(&start) = state.topic_starts.iter().rev().find(|&&b| b > at && b + 1 < end) {
+            let start = turns.partition_point(|t| t.index < start);
+            for tier in &mut tiers[first_hot.max(pinned)..start.max(pinned)] {
                 *tier = Tier::Warm;
             }
         }
@@ -471,6 +518,9 @@ fn assign(state: &State<'_>, config: &PolicyConfig, now: Timestamp, current: &[T
     // And no turn is warmer than a newer one, so the context reads oldest-coldest.
     for i in (0..n.saturating_sub(1)).rev() {
         tiers[i] = tiers[i].max(tiers[i + 1]);
+    }
+    for t in &mut tiers[..pinned] {
+        *t = Tier::Hot;
     }
     tiers
 }

@@ -43,6 +43,7 @@ impl Convo {
                 .iter()
                 .enumerate()
                 .map(|(i, &(tokens, ts, tier))| TurnState {
+                    index: i,
                     id: &self.ids[i],
                     role: if i % 2 == 0 { Role::User } else { Role::Assistant },
                     content: &self.texts[i],
@@ -53,6 +54,7 @@ impl Convo {
                 .collect(),
             topic_starts: Vec::new(),
             checkpoint: false,
+            ..State::default()
         }
     }
 }
@@ -199,4 +201,88 @@ fn budget_scaling_keeps_the_proportions() {
     assert_eq!((c.hot.tokens, c.warm.tokens, c.cool.tokens, c.window), (1000, 500, 250, 2000));
     let d = PolicyConfig::default();
     assert_eq!(PolicyConfig::for_budget(40_000).hot, d.hot);
+}
+
+/// What the turns of the equivalence test say: plain chat, and each text signal.
+const SAYS: [&str; 6] = [
+    "some ordinary words about the build",
+    "can you fix the parser",
+    "that worked, thanks",
+    "as i mentioned before, the cache",
+    "Traceback (most recent call last):\n  File \"x.py\", line 3",
+    "more ordinary words",
+];
+
+/// Plans a conversation turn by turn twice: with every turn in the state, and with the cold
+/// turns left out (as a memory does); every plan must be the same.
+fn plan_both_ways(seeds: &[(u8, u8)], pinned: usize, config: &PolicyConfig) {
+    let ids: Vec<String> = (0..seeds.len()).map(|i| format!("t{i}")).collect();
+    let mut ts = NOW;
+    let mut spec: Vec<(usize, i64, &str, Role)> = Vec::new();
+    let mut starts: Vec<usize> = Vec::new();
+    let mut tiers: Vec<Tier> = Vec::new();
+    for (i, &(a, b)) in seeds.iter().enumerate() {
+        ts += if a % 17 == 0 { 3 * 3600 } else { i64::from(a % 5) * MIN };
+        let role = if i < pinned {
+            Role::System
+        } else if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        spec.push((usize::from(b % 90) + 5, ts, SAYS[usize::from(a / 43) % SAYS.len()], role));
+        if b % 9 == 0 && i > 0 {
+            starts.push(i);
+        }
+        tiers.push(Tier::Hot);
+        let now = Timestamp(ts + i64::from(b % 3) * 20 * MIN);
+        let turn = |k: usize| TurnState {
+            index: k,
+            id: &ids[k],
+            role: spec[k].3,
+            content: spec[k].2,
+            tokens: spec[k].0,
+            timestamp: Some(Timestamp(spec[k].1)),
+            tier: tiers[k],
+        };
+        let checkpoint = a % 23 == 0;
+        let whole =
+            State { turns: (0..=i).map(turn).collect(), left_out: 0, pinned, topic_starts: starts.clone(), checkpoint };
+        let recent_from = (i + 1).saturating_sub(config.recent_turns.max(1));
+        let kept: Vec<usize> = (0..=i)
+            .filter(|&k| k < pinned || k >= recent_from || tiers[k] != Tier::Cold || starts.last() == Some(&k))
+            .collect();
+        let part = State {
+            turns: kept.iter().map(|&k| turn(k)).collect(),
+            left_out: i + 1 - kept.len(),
+            pinned,
+            topic_starts: starts.clone(),
+            checkpoint,
+        };
+        let full = plan(&whole, config, now);
+        let mut short = plan(&part, config, now);
+        // The plan of the part, spread back over the whole conversation.
+        let mut spread = tiers.clone();
+        for (&k, &t) in kept.iter().zip(&short.tiers) {
+            spread[k] = t;
+        }
+        assert_eq!(spread, full.tiers, "after {} turns", i + 1);
+        short.tiers = full.tiers.clone();
+        short.left_out = 0;
+        assert_eq!(short, full, "after {} turns", i + 1);
+        tiers = full.tiers;
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+    #[test]
+    fn leaving_the_cold_turns_out_changes_no_plan(
+        seeds in proptest::collection::vec((proptest::prelude::any::<u8>(), proptest::prelude::any::<u8>()), 0..150),
+        pinned in 0usize..2,
+        two_hour in proptest::prelude::any::<bool>(),
+    ) {
+        let config = if two_hour { PolicyConfig { preset: Preset::TwoHour, ..small() } } else { small() };
+        plan_both_ways(&seeds, pinned, &config);
+    }
 }
