@@ -37,6 +37,9 @@ pub struct History {
     /// The leading system turns: the system prompt, which strategies keep pinned.
     pinned: usize,
     total_tokens: usize,
+    /// The newest turn that carries a timestamp: a conversation without any would otherwise
+    /// be walked whole at every turn.
+    last_stamped: Option<usize>,
 }
 
 impl fmt::Debug for History {
@@ -71,6 +74,7 @@ impl History {
             call_owner: HashMap::new(),
             pinned: 0,
             total_tokens: 0,
+            last_stamped: None,
         }
     }
 
@@ -166,6 +170,9 @@ impl History {
             self.pinned += 1;
         }
         self.by_id.insert(turn.id.clone(), index);
+        if turn.timestamp.is_some() {
+            self.last_stamped = Some(index);
+        }
         self.tokens.push(tokens);
         self.total_tokens += tokens;
         self.turns.push(turn);
@@ -199,13 +206,15 @@ impl History {
             self.total_tokens -= tokens;
             self.pinned = self.pinned.min(index);
         }
+        if self.last_stamped.is_some_and(|i| i >= len) {
+            self.last_stamped = self.turns.iter().rposition(|t| t.timestamp.is_some());
+        }
     }
 
     /// The newest turn that carries a timestamp, with it.
     pub fn last_timestamp(&self) -> Option<(&str, crate::Timestamp)> {
-        // Walks back over turns without timestamps; transcripts either carry timestamps on
-        // every turn or on none, so this is O(1) in practice.
-        self.turns.iter().rev().find_map(|t| t.timestamp.map(|ts| (t.id.as_str(), ts)))
+        let t = &self.turns[self.last_stamped?];
+        t.timestamp.map(|ts| (t.id.as_str(), ts))
     }
 
     pub fn conversation_id(&self) -> &str {
