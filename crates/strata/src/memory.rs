@@ -15,7 +15,7 @@ use strata_store::{SqliteStore, TurnVectors};
 use strata_strategies::select::{finish, newest_fitting, pin_system};
 use strata_strategies::TieredConfig;
 use strata_summarize::{resolve_relative, Date, ExtractiveConfig, FactKind, Registry, Salience, SummaryConfig};
-use strata_topic::TopicConfig;
+use strata_topic::{TopicConfig, Tracker};
 
 use crate::phrases::PhraseIndex;
 use crate::recall::{self, RecallConfig};
@@ -143,8 +143,9 @@ pub struct Memory {
     parts: Parts,
     store: Arc<SqliteStore>,
     history: History,
-    /// One vector per turn; empty where the embedder gave none.
-    vectors: Vec<Vec<f32>>,
+    /// Topic starts, followed turn by turn (it keeps the newest vectors it needs; the store
+    /// holds them all).
+    topics: Tracker,
     /// Sessions and bursts, for recall.
     grouping: recall::Grouping,
     /// Phrase vectors, for recall, when the layout weighs them (`[tiered] phrases`).
@@ -153,7 +154,11 @@ pub struct Memory {
     /// at push, so that building a context counts nothing twice.
     recalled_tokens: Vec<[usize; 2]>,
     tiers: Vec<Tier>,
-    topic_starts: Vec<usize>,
+    /// Every turn from the pinned ones to this one is cold: plans leave them out.
+    live_from: usize,
+    /// Spans of turns that left the hot tier (see [`Memory::spans`]), kept up to date at
+    /// each plan.
+    spans: Vec<SpanKey>,
     /// Facts of every turn before `registry_upto` (the turns no longer verbatim): they mark
     /// superseded values among the salient sentences.
     registry: Registry,
@@ -164,7 +169,7 @@ pub struct Memory {
     /// one turn for many questions share it (it does not depend on the question).
     salient_cache: std::sync::Mutex<Option<SalientEntry>>,
     worker: Worker,
-    /// The summaries contexts use: swapped in from the worker at turn boundaries only.
+    /// The summaries contexts use: taken from the worker at turn boundaries only.
     shown: BTreeMap<SpanKey, Summary>,
     last_plan: Option<Plan>,
     /// Things a user should know (an embedding that failed, a summary not saved).
@@ -206,8 +211,12 @@ impl Memory {
         let finished = worker::from_stored(store.summaries(&config.conversation)?);
         // The vectors stored with the turns, for topic detection (another handle may have
         // appended since the turns were read: one per turn read).
-        let mut vectors = store.whole_vectors(&config.conversation)?;
-        vectors.resize(turns.len(), Vec::new());
+        let vectors = store.whole_vectors(&config.conversation)?;
+        let mut topics = Tracker::new(config.topic.clone());
+        for (i, t) in turns.iter().enumerate() {
+            topics.push(t, vectors.get(i).map(Vec::as_slice));
+        }
+        drop(vectors);
         let worker = Worker::start(
             worker::Context {
                 store: store.clone(),
@@ -215,20 +224,21 @@ impl Memory {
                 generator: parts.generator.clone(),
                 counter: parts.counter.clone(),
             },
-            finished.clone(),
+            finished.keys().copied().collect(),
         );
         let salience = Salience::new().with_clauses(config.layout.tiered.clause_words);
         let mut memory = Memory {
             grouping: recall::Grouping::default(),
             phrases: PhraseIndex::default(),
             recalled_tokens: Vec::new(),
-            vectors,
+            topics,
             config,
             parts,
             store,
             history,
             tiers,
-            topic_starts: Vec::new(),
+            live_from: 0,
+            spans: Vec::new(),
             registry: Registry::new(),
             registry_upto: 0,
             salience,
@@ -244,10 +254,11 @@ impl Memory {
             let turns = memory.history.turns().to_vec();
             memory.index_phrases(&turns);
         }
-        memory.topic_starts = memory.detect_topics();
         for (i, t) in memory.history.turns().iter().enumerate() {
             memory.salience.add_turn(i, t);
         }
+        memory.advance_live();
+        memory.respan(0);
         memory.sync_registry();
         Ok(memory)
     }
@@ -280,8 +291,8 @@ impl Memory {
     /// Where topics start (turn positions), as last detected: by embedding similarity when
     /// every turn has a vector (a reopened memory reads them from the store), cue phrases and
     /// time gaps.
-    pub fn topic_starts(&self) -> &[usize] {
-        &self.topic_starts
+    pub fn topic_starts(&self) -> Vec<usize> {
+        self.topics.starts().collect()
     }
 
     pub fn store(&self) -> &Arc<SqliteStore> {
@@ -369,7 +380,8 @@ impl Memory {
         }
         // Held as the store gives it back, so that this memory and a reopened one detect the
         // same topics.
-        self.vectors.push(vector.map(|v| strata_store::as_stored(&v)).unwrap_or_default());
+        let stored = vector.map(|v| strata_store::as_stored(&v));
+        self.topics.push(&turn, stored.as_deref());
         let i = self.history.len() - 1;
         let cost = self.count_recalled(i);
         self.recalled_tokens.push(cost);
@@ -377,18 +389,17 @@ impl Memory {
         self.tiers.push(Tier::Hot);
         self.salience.add_turn(i, &turn);
         self.index_phrases(std::slice::from_ref(&turn));
-        self.topic_starts = self.detect_topics();
-        self.replan(false)?;
+        self.replan(false, self.topics.moved_from())?;
         // A turn boundary: summaries finished since the last one come into view.
-        self.shown = self.worker.finished();
+        self.take_summaries();
         Ok(())
     }
 
     /// Asks the policy to plan now with the explicit-checkpoint trigger set, and returns the
     /// plan.
     pub fn checkpoint(&mut self) -> Result<&Plan, MemoryError> {
-        self.replan(true)?;
-        self.shown = self.worker.finished();
+        self.replan(true, None)?;
+        self.take_summaries();
         Ok(self.last_plan.as_ref().expect("replan sets the plan"))
     }
 
@@ -396,7 +407,11 @@ impl Memory {
     /// evaluations that want the settled state, never needed for correctness.
     pub fn settle(&mut self) {
         self.worker.settle();
-        self.shown = self.worker.finished();
+        self.take_summaries();
+    }
+
+    fn take_summaries(&mut self) {
+        self.shown.extend(self.worker.take_finished());
     }
 
     /// A turn's vectors: of the text the lexical index holds (speaker and date included, so a
@@ -506,13 +521,6 @@ impl Memory {
         )
     }
 
-    fn detect_topics(&self) -> Vec<usize> {
-        let turns = self.history.turns();
-        // Similarity counts only when every turn has its vector (an empty one is missing).
-        let vectors = self.vectors.iter().all(|v| !v.is_empty()).then_some(&self.vectors[..]);
-        strata_topic::detect_with(turns, vectors, &self.config.topic).into_iter().map(|b| b.index).collect()
-    }
-
     fn now(&self) -> Timestamp {
         let last = self.history.last_timestamp().map(|(_, ts)| ts);
         match self.config.clock {
@@ -529,48 +537,77 @@ impl Memory {
         }
     }
 
-    fn replan(&mut self, checkpoint: bool) -> Result<(), MemoryError> {
+    /// Asks the policy for a plan and applies it. The policy sees the turns still in the
+    /// context (and the newest few, and the pinned ones): the cold turns before them stay
+    /// cold whatever it says, so a plan costs the same at the millionth turn as at the
+    /// hundredth. `topics_moved` is where the topic starts last changed (spans after it are
+    /// cut afresh).
+    fn replan(&mut self, checkpoint: bool, topics_moved: Option<usize>) -> Result<(), MemoryError> {
         // A plan may move turns out of the hot tier and into the registry: the salient block
         // is chosen afresh.
         *self.salient_cache.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
+        let (n, pinned) = (self.history.len(), self.history.pinned());
+        let old_first_hot = self.first_hot();
+        // The plan reads the newest topic start and the one before it.
+        let bounds = self.topics.boundaries();
+        let topic_starts: Vec<usize> = bounds[bounds.len().saturating_sub(2)..].iter().map(|b| b.index).collect();
+        let from = self.live_from.min(n.saturating_sub(self.config.policy.recent_turns.max(1))).max(pinned);
+        // The newest topic start, when it is cold, so that the plan can name it.
+        let named = topic_starts.last().copied().filter(|&b| b >= pinned && b < from);
+        let indices: Vec<usize> = (0..pinned).chain(named).chain(from..n).collect();
         let turns = self.history.turns();
         let state = State {
-            turns: turns
+            turns: indices
                 .iter()
-                .enumerate()
-                .map(|(i, t)| TurnState {
-                    id: &t.id,
-                    role: t.role,
-                    content: &t.content,
-                    tokens: self.history.tokens(i),
-                    timestamp: t.timestamp,
-                    // The system prompt is pinned: the policy sees it as hot and it never moves.
-                    tier: self.tiers[i],
+                .map(|&i| {
+                    let t = &turns[i];
+                    TurnState {
+                        index: i,
+                        id: &t.id,
+                        role: t.role,
+                        content: &t.content,
+                        tokens: self.history.tokens(i),
+                        timestamp: t.timestamp,
+                        tier: self.tiers[i],
+                    }
                 })
                 .collect(),
-            topic_starts: self.topic_starts.clone(),
+            left_out: n - indices.len(),
+            pinned,
+            topic_starts,
             checkpoint,
         };
-        let mut plan = strata_policy::plan(&state, &self.config.policy, self.now());
-        // Pinned system turns stay verbatim whatever the plan says.
-        for t in plan.tiers.iter_mut().take(self.history.pinned()) {
-            *t = Tier::Hot;
-        }
-        if plan.tiers != self.tiers {
-            let first = plan.tiers.iter().zip(&self.tiers).position(|(a, b)| a != b).unwrap_or(0);
-            self.store.set_tiers(&self.config.conversation, first as u64, &plan.tiers[first..])?;
-            self.tiers = plan.tiers.clone();
+        let plan = strata_policy::plan(&state, &self.config.policy, self.now());
+        let first = indices.iter().zip(&plan.tiers).find(|(&i, t)| self.tiers[i] != **t).map(|(&i, _)| i);
+        if let Some(first) = first {
+            for (&i, &t) in indices.iter().zip(&plan.tiers) {
+                self.tiers[i] = t;
+            }
+            self.store.set_tiers(&self.config.conversation, first as u64, &self.tiers[first..])?;
         }
         self.last_plan = Some(plan);
+        self.advance_live();
+        // Spans change from the first turn whose tier or topic start changed, or where the
+        // last span ended.
+        let changed = [first, topics_moved, Some(old_first_hot)].into_iter().flatten().min().unwrap_or(n);
+        self.respan(changed);
         self.sync_registry();
-        self.queue_summaries();
         Ok(())
+    }
+
+    /// Moves `live_from` past the cold turns.
+    fn advance_live(&mut self) {
+        let mut i = self.live_from.max(self.history.pinned());
+        while i < self.tiers.len() && self.tiers[i] == Tier::Cold {
+            i += 1;
+        }
+        self.live_from = i;
     }
 
     /// Index of the first turn still hot after the pinned prefix (everything before it has
     /// left the verbatim tier).
     fn first_hot(&self) -> usize {
-        let p = self.history.pinned();
+        let p = self.history.pinned().max(self.live_from);
         (p..self.tiers.len()).find(|&i| self.tiers[i] == Tier::Hot).unwrap_or(self.tiers.len())
     }
 
@@ -622,35 +659,45 @@ impl Memory {
 
     /// Spans of turns that left the hot tier: runs of one tier, cut at topic starts and at
     /// `segment_tokens`, from the start of the conversation so that a span, once closed, is
-    /// the same at every later turn (and summarised once).
-    fn spans(&self) -> Vec<SpanKey> {
-        let mut out = Vec::new();
+    /// the same at every later turn (and summarised once). Recomputed from the span that
+    /// holds position `changed` (a span's cuts depend only on the turns from its start), and
+    /// the new spans queued for summarising.
+    fn respan(&mut self, changed: usize) {
+        // A span that ends at `changed` was cut there by that turn: it goes too.
+        let keep = self.spans.partition_point(|k| k.end < changed);
+        self.spans.truncate(keep);
         let end = self.first_hot();
-        let starts: BTreeSet<usize> = self.topic_starts.iter().copied().collect();
-        let mut start = self.history.pinned();
+        let mut start = self.spans.last().map_or(self.history.pinned(), |k| k.end);
         let mut tokens = 0usize;
-        for i in self.history.pinned()..end {
+        let boundaries = self.topics.boundaries();
+        let mut next_start = boundaries.partition_point(|b| b.index <= start);
+        for i in start..end {
+            let topic = boundaries.get(next_start).is_some_and(|b| b.index == i);
+            if topic {
+                next_start += 1;
+            }
             let cut = i > start
                 && (self.tiers[i] != self.tiers[start]
-                    || starts.contains(&i)
+                    || topic
                     || tokens + self.history.tokens(i) > self.config.segment_tokens)
                 // A tool result stays with the call it answers.
                 && self.history.unit_of(i).turns.first() == Some(&i);
             if cut {
-                out.push(SpanKey { start, end: i, tier: self.tiers[start] });
+                self.spans.push(SpanKey { start, end: i, tier: self.tiers[start] });
                 start = i;
                 tokens = 0;
             }
             tokens += self.history.tokens(i);
         }
         if start < end {
-            out.push(SpanKey { start, end, tier: self.tiers[start] });
+            self.spans.push(SpanKey { start, end, tier: self.tiers[start] });
         }
-        out
+        self.queue_summaries(keep);
     }
 
-    fn queue_summaries(&mut self) {
-        for key in self.spans() {
+    /// Queues the spans from the `from`-th on (the worker skips those done or queued).
+    fn queue_summaries(&mut self, from: usize) {
+        for &key in &self.spans[from..] {
             let ratio = match key.tier {
                 Tier::Warm => self.config.policy.warm_ratio,
                 _ => self.config.policy.cool_ratio,
@@ -857,8 +904,8 @@ impl Memory {
         let mut summaries: Vec<Block> = Vec::new();
         let mut used = 0usize;
         let mut missing = 0usize;
-        for key in self.spans().into_iter().rev() {
-            let Some(s) = self.shown.get(&key) else {
+        for key in self.spans.iter().rev() {
+            let Some(s) = self.shown.get(key) else {
                 missing += 1;
                 continue;
             };

@@ -164,7 +164,7 @@ fn a_reopened_memory_detects_the_same_topics() {
     for t in &turns {
         live.push(t.clone()).unwrap();
     }
-    let starts = live.topic_starts().to_vec();
+    let starts = live.topic_starts();
     assert!(starts.contains(&8) && starts.contains(&16), "the topics are found by similarity: {starts:?}");
     let mut half = Memory::open(config(2000), parts(None)).unwrap();
     for t in &turns[..12] {

@@ -27,7 +27,10 @@ pub(crate) struct Job {
 
 #[derive(Debug, Default)]
 struct State {
-    finished: BTreeMap<SpanKey, Summary>,
+    /// Spans summarised (here or before a reopen): never queued again.
+    done: BTreeSet<SpanKey>,
+    /// Summaries finished since the memory last took them.
+    fresh: Vec<(SpanKey, Summary)>,
     pending: BTreeSet<SpanKey>,
     /// Summaries that could not be saved; the summary itself is still used.
     errors: Vec<String>,
@@ -56,7 +59,7 @@ pub(crate) struct Worker {
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let s = self.shared.lock();
-        f.debug_struct("Worker").field("finished", &s.finished.len()).field("pending", &s.pending.len()).finish()
+        f.debug_struct("Worker").field("done", &s.done.len()).field("pending", &s.pending.len()).finish()
     }
 }
 
@@ -68,10 +71,10 @@ pub(crate) struct Context {
 }
 
 impl Worker {
-    /// Starts the worker with the summaries already made (read back from the store).
-    pub(crate) fn start(ctx: Context, finished: BTreeMap<SpanKey, Summary>) -> Worker {
+    /// Starts the worker, knowing the spans already summarised (read back from the store).
+    pub(crate) fn start(ctx: Context, done: BTreeSet<SpanKey>) -> Worker {
         let shared = Arc::new(Shared::default());
-        shared.lock().finished = finished;
+        shared.lock().done = done;
         let (tx, rx) = mpsc::channel();
         let handle = {
             let shared = shared.clone();
@@ -86,7 +89,7 @@ impl Worker {
     /// Queues a span unless it is finished or already queued.
     pub(crate) fn submit(&self, job: Job) {
         let mut s = self.shared.lock();
-        if s.finished.contains_key(&job.key) || !s.pending.insert(job.key) {
+        if s.done.contains(&job.key) || !s.pending.insert(job.key) {
             return;
         }
         drop(s);
@@ -99,9 +102,10 @@ impl Worker {
         }
     }
 
-    /// A copy of every finished summary.
-    pub(crate) fn finished(&self) -> BTreeMap<SpanKey, Summary> {
-        self.shared.lock().finished.clone()
+    /// The summaries finished since the last call (each is handed over once: the memory
+    /// holds them, so a long conversation's summaries are not copied at every turn).
+    pub(crate) fn take_finished(&self) -> Vec<(SpanKey, Summary)> {
+        std::mem::take(&mut self.shared.lock().fresh)
     }
 
     pub(crate) fn pending(&self) -> usize {
@@ -174,7 +178,8 @@ fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
         if let Err(e) = saved {
             s.errors.push(format!("saving the summary of positions {}..{}: {e}", job.key.start, job.key.end));
         }
-        s.finished.insert(job.key, summary);
+        s.done.insert(job.key);
+        s.fresh.push((job.key, summary));
         s.pending.remove(&job.key);
         shared.idle.notify_all();
     }
