@@ -24,7 +24,10 @@ tasks:
   fetch-datasets [--check] download the public datasets into ../shared/datasets (or
                            STRATA_DATA) and verify every sha256 in MANIFEST.tsv
   fetch-models [NAME...]   fetch the pinned model weights into models/ (or STRATA_MODELS):
-                           all-MiniLM-L6-v2, smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct";
+                           all-MiniLM-L6-v2, smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct
+  long-transcript --turns N --out FILE
+                           write one conversation of N turns: LoCoMo's turns cycled, roles
+                           alternating, three minutes apart (for `strata replay` at scale)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -51,6 +54,7 @@ fn main() -> Result<()> {
         Some("gen-probes") => gen_probes(rest),
         Some("fetch-datasets") => datasets::fetch(&root(), rest.iter().any(|a| a == "--check")),
         Some("fetch-models") => models::fetch(&root(), rest),
+        Some("long-transcript") => long_transcript(rest),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);
@@ -69,6 +73,46 @@ fn cargo_run_release(args: &[&str]) -> Result<()> {
     if !status.success() {
         std::process::exit(status.code().unwrap_or(1));
     }
+    Ok(())
+}
+
+/// One long conversation from LoCoMo's turns, for measuring the memory at a length no
+/// benchmark has: the texts are real chat, only their order and times are made up.
+fn long_transcript(args: &[String]) -> Result<()> {
+    let (mut turns, mut out) = (None, None);
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--turns" => turns = Some(it.next().context("--turns needs a number")?.parse::<usize>()?),
+            "--out" => out = Some(PathBuf::from(it.next().context("--out needs a file")?)),
+            other => bail!("long-transcript: unknown argument `{other}`"),
+        }
+    }
+    let (Some(n), Some(out)) = (turns, out) else { bail!("long-transcript needs --turns N and --out FILE") };
+    let path = datasets::data_dir(&root()).join("locomo/locomo10.json");
+    let loaded = strata_transcript::load_path(&path, Some(strata_transcript::InputFormat::Locomo))?;
+    let source: Vec<&str> = loaded.conversations.iter().flat_map(|c| &c.turns).map(|t| t.content.as_str()).collect();
+    anyhow::ensure!(!source.is_empty(), "{}: no turns", path.display());
+    // 2023-01-01T00:00:00Z, then a turn every three minutes.
+    const START: i64 = 1_672_531_200;
+    let turns = (0..n)
+        .map(|i| {
+            let role = if i % 2 == 0 { strata_core::Role::User } else { strata_core::Role::Assistant };
+            let mut t = strata_core::Turn::new(format!("t{i}"), role, source[i % source.len()]);
+            t.timestamp = Some(strata_core::Timestamp(START + 180 * i as i64));
+            t
+        })
+        .collect();
+    let conversation = strata_core::Conversation {
+        id: format!("locomo-cycled-{n}"),
+        participants: Vec::new(),
+        turns,
+        probes: Vec::new(),
+        boundaries: Vec::new(),
+        references: Vec::new(),
+    };
+    std::fs::write(&out, strata_transcript::to_json(&conversation)).with_context(|| out.display().to_string())?;
+    println!("{}: {n} turns", out.display());
     Ok(())
 }
 
