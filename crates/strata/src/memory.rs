@@ -295,6 +295,11 @@ impl Memory {
         self.topics.starts().collect()
     }
 
+    /// The spans that left the hot tier, as summaries cover them.
+    pub(crate) fn spans(&self) -> &[SpanKey] {
+        &self.spans
+    }
+
     pub fn store(&self) -> &Arc<SqliteStore> {
         &self.store
     }

@@ -723,3 +723,181 @@ fn phrase_vectors_add_a_ranking_and_a_reopened_memory_ranks_alike() {
     assert_eq!(live, reopened);
     assert_eq!(live, on);
 }
+
+/// The whole-conversation computation that the memory's turn-by-turn updates replaced: after
+/// each turn, topics by the batch detector over every turn so far, a plan over every turn, and
+/// spans cut from the start of the conversation.
+struct Whole {
+    config: MemoryConfig,
+    history: History,
+    vectors: Vec<Vec<f32>>,
+    tiers: Vec<Tier>,
+}
+
+impl Whole {
+    fn new(config: MemoryConfig) -> Whole {
+        Whole { history: History::new("whole", counter()), config, vectors: Vec::new(), tiers: Vec::new() }
+    }
+
+    fn push(&mut self, turn: &Turn) {
+        let texts = strata_store::embedded_texts(turn);
+        let v = Words.embed(&texts.iter().map(String::as_str).collect::<Vec<_>>()).unwrap().swap_remove(0);
+        self.vectors.push(strata_store::as_stored(&v));
+        self.history.push(turn.clone()).unwrap();
+        self.tiers.push(Tier::Hot);
+        let starts = self.starts();
+        let turns = self.history.turns();
+        let state = strata_policy::State {
+            turns: turns
+                .iter()
+                .enumerate()
+                .map(|(i, t)| strata_policy::TurnState {
+                    index: i,
+                    id: &t.id,
+                    role: t.role,
+                    content: &t.content,
+                    tokens: self.history.tokens(i),
+                    timestamp: t.timestamp,
+                    tier: self.tiers[i],
+                })
+                .collect(),
+            left_out: 0,
+            pinned: self.history.pinned(),
+            topic_starts: starts,
+            checkpoint: false,
+        };
+        let now = self.history.last_timestamp().map_or(Timestamp(0), |(_, ts)| ts);
+        self.tiers = strata_policy::plan(&state, &self.config.policy, now).tiers;
+    }
+
+    fn starts(&self) -> Vec<usize> {
+        strata_topic::detect_with(self.history.turns(), Some(&self.vectors), &self.config.topic)
+            .into_iter()
+            .map(|b| b.index)
+            .collect()
+    }
+
+    /// Runs of one tier before the first hot turn, cut at topic starts and at
+    /// `segment_tokens`, a tool result with its call: (start, end, tier).
+    fn spans(&self) -> Vec<(usize, usize, Tier)> {
+        let h = &self.history;
+        let end = (h.pinned()..h.len()).find(|&i| self.tiers[i] == Tier::Hot).unwrap_or(h.len());
+        let starts: BTreeSet<usize> = self.starts().into_iter().collect();
+        let mut out = Vec::new();
+        let (mut start, mut tokens) = (h.pinned(), 0);
+        for i in h.pinned()..end {
+            let cut = i > start
+                && (self.tiers[i] != self.tiers[start]
+                    || starts.contains(&i)
+                    || tokens + h.tokens(i) > self.config.segment_tokens)
+                && h.unit_of(i).turns.first() == Some(&i);
+            if cut {
+                out.push((start, i, self.tiers[start]));
+                (start, tokens) = (i, 0);
+            }
+            tokens += h.tokens(i);
+        }
+        if start < end {
+            out.push((start, end, self.tiers[start]));
+        }
+        out
+    }
+}
+
+/// Feeds `turns` to a memory one by one and to the whole-conversation computation, and checks
+/// after every turn that tiers, topic starts and summary spans agree; then that the contexts
+/// equal those of a memory opened afresh over the same store (which computes everything from
+/// the whole conversation at once).
+fn same_as_whole(turns: &[Turn], budget: usize, question: &str) {
+    let mut config = MemoryConfig::for_budget("c", budget);
+    config.clock = Clock::LastTurn;
+    let mut m = Memory::open(config.clone(), parts(None)).unwrap();
+    let mut whole = Whole::new(config.clone());
+    for t in turns {
+        m.push(t.clone()).unwrap();
+        whole.push(t);
+        let at = &t.id;
+        assert_eq!(m.topic_starts(), whole.starts(), "topic starts after {at}");
+        assert_eq!(m.tiers(), whole.tiers.as_slice(), "tiers after {at}");
+        let spans: Vec<_> = m.spans().iter().map(|k| (k.start, k.end, k.tier)).collect();
+        assert_eq!(spans, whole.spans(), "spans after {at}");
+    }
+    m.settle();
+    let again = Memory::with_store(m.store().clone(), config, parts(None)).unwrap();
+    assert_eq!(again.tiers(), m.tiers());
+    assert_eq!(again.topic_starts(), m.topic_starts());
+    assert_eq!(again.spans(), m.spans());
+    for q in [None, Some(question)] {
+        assert_eq!(again.context(budget, q).unwrap(), m.context(budget, q).unwrap());
+    }
+}
+
+/// The project's probe suite (every fourth conversation: the whole computation costs the
+/// square of the length) and the shortest LoCoMo conversation.
+#[test]
+fn turn_by_turn_equals_the_whole_conversation_computation_on_real_transcripts() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let probes = strata_transcript::load_path(&std::path::Path::new(root).join("datasets/probes/probes.jsonl"), None)
+        .unwrap()
+        .conversations;
+    assert!(probes.len() >= 4);
+    for c in probes.iter().step_by(4) {
+        same_as_whole(&c.turns, 2000, &c.probes[0].question);
+    }
+    let data = std::env::var("STRATA_DATA").unwrap_or_else(|_| format!("{root}/../shared/datasets"));
+    let locomo = strata_transcript::load_path(&std::path::Path::new(&data).join("locomo/locomo10.json"), None)
+        .unwrap()
+        .conversations;
+    let shortest = locomo.iter().min_by_key(|c| c.turns.len()).unwrap();
+    same_as_whole(&shortest.turns, 1000, &shortest.probes[0].question);
+}
+
+/// Random streams: pauses, cue phrases, tool calls with their results, a system prompt.
+fn arb_stream() -> impl proptest::strategy::Strategy<Value = Vec<Turn>> {
+    use proptest::strategy::Strategy as _;
+    let text = prop_oneof![
+        "[a-e ]{1,60}",
+        Just("moving on to the deploy script and the canary stage".to_string()),
+        Just("back to the parser: the lexer splits identifiers".to_string()),
+        Just("that worked, thanks".to_string()),
+        Just("can you fix the failing migration test".to_string()),
+        Just("word ".repeat(300)),
+    ];
+    // Seconds before the turn: mostly a minute or two, sometimes hours.
+    let gap = prop_oneof![4 => 0i64..200, 1 => 1800i64..20_000];
+    let step = (0u8..6, text, gap);
+    (any::<bool>(), prop::collection::vec(step, 1..90)).prop_map(|(system, steps)| {
+        let mut turns = Vec::new();
+        if system {
+            turns.push(Turn::new("sys", Role::System, "Be helpful."));
+        }
+        let mut ts = T0;
+        for (i, (kind, text, gap)) in steps.into_iter().enumerate() {
+            ts += gap;
+            let mut push = |mut t: Turn| {
+                t.timestamp = Some(Timestamp(ts));
+                turns.push(t);
+            };
+            match kind {
+                0..=2 => push(Turn::new(format!("u{i}"), Role::User, text)),
+                3 | 4 => push(Turn::new(format!("a{i}"), Role::Assistant, text)),
+                _ => {
+                    let mut call = Turn::new(format!("a{i}"), Role::Assistant, "");
+                    call.tool_calls = vec![ToolCall { id: format!("c{i}"), name: "f".into(), arguments: "{}".into() }];
+                    push(call);
+                    push(Turn::new(format!("r{i}"), Role::Tool, text).with_tool_call_id(format!("c{i}")));
+                }
+            }
+        }
+        turns
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    #[test]
+    fn turn_by_turn_equals_the_whole_conversation_computation(turns in arb_stream(), budget in 200usize..1500) {
+        same_as_whole(&turns, budget, "what did we decide about the deploy script?");
+    }
+}
