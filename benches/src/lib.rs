@@ -192,3 +192,34 @@ pub fn time_embedder(e: &dyn strata_core::Embedder, texts: &[&str], runs: usize)
     assert!(out.iter().all(|v| (v.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-3));
     (median(secs), out)
 }
+
+/// A deterministic, nearly free embedder: each word hashed into one of 64 buckets, the counts
+/// normalised. Similar wording gives similar vectors, so the vector paths (topic similarity,
+/// the store's vector index) do their real work without a model's cost hiding theirs.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HashedWords;
+
+impl strata_core::Embedder for HashedWords {
+    fn model_id(&self) -> &str {
+        "hashed-words-64"
+    }
+
+    fn dim(&self) -> usize {
+        64
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, strata_core::EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0f32; 64];
+                for w in t.split_whitespace() {
+                    let h = w.bytes().fold(2_166_136_261u32, |h, b| (h ^ u32::from(b)).wrapping_mul(16_777_619));
+                    v[(h % 64) as usize] += 1.0;
+                }
+                let n = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                v.iter().map(|x| x / n).collect()
+            })
+            .collect())
+    }
+}

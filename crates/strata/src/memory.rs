@@ -296,6 +296,7 @@ impl Memory {
     }
 
     /// The spans that left the hot tier, as summaries cover them.
+    #[cfg(test)]
     pub(crate) fn spans(&self) -> &[SpanKey] {
         &self.spans
     }
