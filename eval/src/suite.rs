@@ -238,7 +238,7 @@ pub fn split_sentences(conversation: &Conversation) -> Conversation {
     let mut pieces: std::collections::HashMap<&str, Vec<String>> = std::collections::HashMap::new();
     let mut turns = Vec::with_capacity(conversation.turns.len() * 3);
     for (i, turn) in conversation.turns.iter().enumerate() {
-        let sentences = strata_summarize::text::split(i, turn);
+        let sentences = strata_text::split(i, turn);
         if sentences.len() < 2 || !turn.tool_calls.is_empty() || turn.tool_call_id.is_some() {
             pieces.insert(&turn.id, vec![turn.id.clone()]);
             turns.push(turn.clone());

@@ -12,7 +12,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 
 use rust_stemmers::{Algorithm, Stemmer};
-use strata_summarize::text::is_stopword;
+use strata_text::is_stopword;
 
 /// Okapi BM25's term-frequency saturation and length normalisation, as FTS5 and Lucene set them.
 const K1: f32 = 1.2;

@@ -41,7 +41,7 @@ pub fn indexed_text(turn: &Turn) -> String {
 /// What is embedded for each sentence of a turn, when it has two or more: the sentence after
 /// its speaker's name. A turn of one sentence has only its whole-text vector.
 pub fn sentence_texts(turn: &Turn) -> Vec<String> {
-    let sentences = strata_summarize::text::split(0, turn);
+    let sentences = strata_text::split(0, turn);
     if sentences.len() < 2 {
         return Vec::new();
     }
@@ -64,7 +64,7 @@ pub fn embedded_texts(turn: &Turn) -> Vec<String> {
 
 /// "8 May 2023" for a Unix time, in UTC.
 pub fn civil_date(seconds: i64) -> String {
-    strata_summarize::Date::of(strata_core::Timestamp(seconds)).to_string()
+    strata_text::Date::of(strata_core::Timestamp(seconds)).to_string()
 }
 
 /// What a turn is found by meaning with: the vector of its whole text (speaker and date

@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use strata_core::{Embedder, Participant, TokenCounter, Turn};
 
 use crate::registry::{extract, FactKind, Registry};
-use crate::text::{is_stopword, split_turns, words, Sentence, Specificity};
+use strata_text::{is_stopword, split_turns, words, Sentence, Specificity};
 
 /// What the conversation is doing, which decides what a summary must keep.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

@@ -9,7 +9,7 @@ use serde::Serialize;
 use strata_core::Turn;
 
 use crate::registry::{extract, normalize, Fact, FactKind, Registry};
-use crate::text::{is_stopword, words};
+use strata_text::{is_stopword, words};
 
 /// What a check found wrong; empty lists mean the summary may be used.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -10,15 +10,12 @@
 //!   extractive summary as the fallback, and folding for hierarchical summaries.
 
 pub mod abstractive;
-pub mod dates;
 pub mod extractive;
 pub mod keep;
 pub mod registry;
 pub mod salience;
-pub mod text;
 
 pub use abstractive::{request, runs, summarize, summarize_folded, Outcome, SummaryConfig, RUN_TOKENS};
-pub use dates::{resolve_relative, Date, Resolved};
 pub use extractive::{Extract, ExtractiveConfig, Kept, Profile};
 pub use keep::{check, Verdict};
 pub use registry::{extract, Fact, FactKind, Registry, Span};

@@ -10,7 +10,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use strata_core::{Role, Timestamp, TokenCounter, Turn};
 
-use crate::text::{is_stopword, split, words, Specificity};
+use strata_text::{is_stopword, split, words, Specificity};
 
 /// What kind of fact a span is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

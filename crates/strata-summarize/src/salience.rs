@@ -21,8 +21,7 @@ use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
 use strata_core::{Role, TokenCounter, Turn};
 
-use crate::dates::{resolve_relative, Date};
-use crate::text::{is_stopword, split};
+use strata_text::{is_stopword, resolve_relative, split, Date};
 
 /// The units whose rarity is measured: whitespace-separated, lowercased, with the
 /// punctuation around them trimmed but not the punctuation inside, so that a value such as

@@ -310,7 +310,7 @@ pub(crate) fn text_boundaries(
 /// The boundary the seed's fixed rule puts at gap `g`, if any.
 pub(crate) fn fixed_boundary(a: &[f32], b: &[f32], g: usize, threshold: f32) -> Option<Boundary> {
     let similarity = cosine(a, b);
-    (similarity < threshold).then(|| Boundary {
+    (similarity < threshold).then_some(Boundary {
         index: g,
         score: 1.0 - similarity,
         cause: Cause::LowSimilarity { similarity },

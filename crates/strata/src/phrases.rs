@@ -12,7 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use strata_core::{EmbedError, Embedder, Turn};
-use strata_summarize::text::is_stopword;
+use strata_text::is_stopword;
 
 /// Longest phrase, in words: a longer run of content words is cut into runs this long.
 const MAX_WORDS: usize = 3;

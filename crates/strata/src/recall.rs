@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use strata_core::{RecallQuery, Role, Turn};
 use strata_store::SqliteStore;
-use strata_summarize::text::is_stopword;
+use strata_text::is_stopword;
 
 use crate::memory::MemoryError;
 
