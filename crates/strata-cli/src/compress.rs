@@ -35,7 +35,8 @@ pub(crate) struct Args {
     #[arg(long, value_name = "TURN_ID")]
     at: Option<String>,
     /// A local model for the strategies that summarise with one (segments-abstractive,
-    /// summary-buffer): qwen, qwen1.5b, smollm2, or a GGUF file.
+    /// summary-buffer): qwen, qwen1.5b, smollm2, a GGUF file, or an OpenAI-compatible
+    /// endpoint as URL#MODEL (http://127.0.0.1:8080/v1#qwen).
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
     /// Where model weights are [default: $STRATA_MODELS, else ./models].

@@ -78,7 +78,8 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',', default_value = "lead-3")]
     summarizer: Vec<String>,
     /// A local model for segments-abstractive, summary-buffer and the `model` and `checked`
-    /// summarizers: qwen, qwen1.5b, smollm2, or a GGUF file.
+    /// summarizers: qwen, qwen1.5b, smollm2, a GGUF file, or an OpenAI-compatible endpoint as
+    /// URL#MODEL (http://127.0.0.1:8080/v1#qwen).
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
     /// Only the first N conversations of each dataset.

@@ -45,7 +45,8 @@ pub(crate) struct ReplayArgs {
     /// Print a line every N turns (and whenever the policy acts).
     #[arg(long, default_value_t = 25)]
     every: usize,
-    /// Summarise with a local model (qwen, qwen1.5b, smollm2 or a GGUF path) instead of extractively.
+    /// Summarise with a model (qwen, qwen1.5b, smollm2, a GGUF path, or an OpenAI-compatible
+    /// endpoint as URL#MODEL) instead of extractively.
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
 }

@@ -22,10 +22,16 @@ pub(crate) fn embedder(name: &str, models: &Path) -> Result<Arc<dyn Embedder>> {
     Ok(Arc::new(CachedEmbedder::open(model, &models.join(".cache"))?))
 }
 
-/// The local chat model `--model` names (`qwen`, `qwen1.5b`, `smollm2` or a GGUF path), if any, from
-/// `--models-dir` (see [`dir`]); its answers are cached on disk under the models folder.
+/// The chat model `--model` names, if any: a local one (`qwen`, `qwen1.5b`, `smollm2` or a GGUF
+/// path) from `--models-dir` (see [`dir`]), its answers cached on disk under the models folder;
+/// or an OpenAI-compatible endpoint, `URL#MODEL`, asked afresh every time (the model behind a
+/// name can change).
 pub(crate) fn generator(name: Option<&str>, models_dir: Option<&Path>) -> Result<Option<Arc<dyn Generator>>> {
     let Some(name) = name else { return Ok(None) };
+    if strata_http::HttpConfig::is_endpoint(name) {
+        let config = strata_http::HttpConfig::parse(name).map_err(|e| crate::BadInput(e.to_string()))?;
+        return Ok(Some(Arc::new(strata_http::HttpGenerator::new(config))));
+    }
     let models = dir(models_dir);
     let g = strata_candle::load_generator(name, &models)?;
     Ok(Some(Arc::new(CachedGenerator::open(g, &models.join(".cache"))?)))

@@ -15,7 +15,8 @@ use crate::BadInput;
 pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
-    /// The rewriting model: qwen, qwen1.5b, smollm2, or a GGUF file.
+    /// The rewriting model: qwen, qwen1.5b, smollm2, a GGUF file, or an OpenAI-compatible
+    /// endpoint as URL#MODEL.
     #[arg(long, value_name = "NAME|PATH")]
     model: String,
     /// Where model weights are [default: $STRATA_MODELS, else ./models].

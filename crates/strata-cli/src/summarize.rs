@@ -26,7 +26,8 @@ pub(crate) struct Args {
     /// Also list the facts the registry holds (superseded ones marked) and the summary's size.
     #[arg(long)]
     explain: bool,
-    /// Summarise with a local model: qwen, qwen1.5b, smollm2, or a GGUF file. Its summary is used only if
+    /// Summarise with a model: qwen, qwen1.5b, smollm2, a GGUF file, or an OpenAI-compatible
+    /// endpoint as URL#MODEL. Its summary is used only if
     /// it keeps every fact of the transcript and invents none.
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
