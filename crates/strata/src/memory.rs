@@ -151,10 +151,9 @@ pub struct Memory {
     /// at push, so that building a context counts nothing twice.
     recalled_tokens: Vec<[usize; 2]>,
     tiers: Vec<Tier>,
-    /// Every turn from the pinned ones to this one is cold: plans leave them out.
+    /// Every turn after the pinned ones and before this one is cold: plans leave them out.
     live_from: usize,
-    /// Spans of turns that left the hot tier (see [`Memory::spans`]), kept up to date at
-    /// each plan.
+    /// Spans of turns that left the hot tier (see `respan`), kept up to date at each plan.
     spans: Vec<SpanKey>,
     /// Facts of every turn before `registry_upto` (the turns no longer verbatim): they mark
     /// superseded values among the salient sentences.
