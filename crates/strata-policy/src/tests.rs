@@ -171,6 +171,19 @@ fn each_guard_recognises_its_situation() {
 }
 
 #[test]
+fn a_task_guard_names_the_turn_that_started_the_task() {
+    // A topic starts among the newest six turns; the task is asked after it.
+    let ages: Vec<i64> = (0..12).map(|i| 360 - i * 30).collect();
+    let mut c = convo(&ages, 60);
+    c.texts[10] = "Can you refactor the parser?".to_string();
+    let mut state = c.state();
+    state.topic_starts = vec![8];
+    let p = plan(&state, &small(), Timestamp(NOW));
+    let guard = p.guards.iter().find(|g| g.kind == GuardKind::OngoingTask).expect("the task holds the plan");
+    assert_eq!(guard.why, "t10 starts a task not yet finished");
+}
+
+#[test]
 fn the_two_hour_rule() {
     let config = PolicyConfig { preset: Preset::TwoHour, ..small() };
     // Heavy but recent: under 30 minutes only the hard limit acts.
