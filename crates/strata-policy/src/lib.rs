@@ -136,6 +136,21 @@ pub struct TurnState<'a> {
     pub tier: Tier,
 }
 
+impl<'a> TurnState<'a> {
+    /// Turn `index` of a conversation, `tokens` long verbatim, in `tier`.
+    pub fn of(index: usize, turn: &'a strata_core::Turn, tokens: usize, tier: Tier) -> TurnState<'a> {
+        TurnState {
+            index,
+            id: &turn.id,
+            role: turn.role,
+            content: &turn.content,
+            tokens,
+            timestamp: turn.timestamp,
+            tier,
+        }
+    }
+}
+
 /// The conversation as the policy sees it.
 #[derive(Debug, Clone, Default)]
 pub struct State<'a> {

@@ -561,18 +561,7 @@ impl Memory {
         let state = State {
             turns: indices
                 .iter()
-                .map(|&i| {
-                    let t = &turns[i];
-                    TurnState {
-                        index: i,
-                        id: &t.id,
-                        role: t.role,
-                        content: &t.content,
-                        tokens: self.history.tokens(i),
-                        timestamp: t.timestamp,
-                        tier: self.tiers[i],
-                    }
-                })
+                .map(|&i| TurnState::of(i, &turns[i], self.history.tokens(i), self.tiers[i]))
                 .collect(),
             left_out: n - indices.len(),
             pinned,

@@ -363,30 +363,52 @@ fn arb_turns() -> impl proptest::strategy::Strategy<Value = Vec<Turn>> {
     ];
     let step = (0u8..5, text, 0i64..4000);
     (any::<bool>(), prop::collection::vec(step, 0..30)).prop_map(|(system, steps)| {
-        let mut turns = Vec::new();
-        if system {
-            turns.push(Turn::new("sys", Role::System, "Be helpful."));
-        }
-        let mut ts = T0;
-        for (i, (kind, text, gap)) in steps.into_iter().enumerate() {
-            ts += gap * 10;
-            let mut push = |mut t: Turn| {
-                t.timestamp = Some(Timestamp(ts));
-                turns.push(t);
+        let steps = steps.into_iter().map(|(kind, text, gap)| {
+            let said = match kind {
+                0 | 1 => Said::User,
+                2 | 3 => Said::Assistant,
+                _ => Said::ToolCall,
             };
-            match kind {
-                0 | 1 => push(Turn::new(format!("u{i}"), Role::User, text)),
-                2 | 3 => push(Turn::new(format!("a{i}"), Role::Assistant, text)),
-                _ => {
-                    let mut call = Turn::new(format!("a{i}"), Role::Assistant, "");
-                    call.tool_calls = vec![ToolCall { id: format!("c{i}"), name: "f".into(), arguments: "{}".into() }];
-                    push(call);
-                    push(Turn::new(format!("r{i}"), Role::Tool, text).with_tool_call_id(format!("c{i}")));
-                }
+            (said, text, gap * 10)
+        });
+        stream_of(system, steps)
+    })
+}
+
+/// Who says a step of a generated stream: a user, the assistant, or the assistant calling a
+/// tool (the call and its result).
+enum Said {
+    User,
+    Assistant,
+    ToolCall,
+}
+
+/// Turns from generated steps (who, text, seconds since the step before), after an optional
+/// system prompt.
+fn stream_of(system: bool, steps: impl IntoIterator<Item = (Said, String, i64)>) -> Vec<Turn> {
+    let mut turns = Vec::new();
+    if system {
+        turns.push(Turn::new("sys", Role::System, "Be helpful."));
+    }
+    let mut ts = T0;
+    for (i, (said, text, gap)) in steps.into_iter().enumerate() {
+        ts += gap;
+        let mut push = |mut t: Turn| {
+            t.timestamp = Some(Timestamp(ts));
+            turns.push(t);
+        };
+        match said {
+            Said::User => push(Turn::new(format!("u{i}"), Role::User, text)),
+            Said::Assistant => push(Turn::new(format!("a{i}"), Role::Assistant, text)),
+            Said::ToolCall => {
+                let mut call = Turn::new(format!("a{i}"), Role::Assistant, "");
+                call.tool_calls = vec![ToolCall { id: format!("c{i}"), name: "f".into(), arguments: "{}".into() }];
+                push(call);
+                push(Turn::new(format!("r{i}"), Role::Tool, text).with_tool_call_id(format!("c{i}")));
             }
         }
-        turns
-    })
+    }
+    turns
 }
 
 proptest! {
@@ -751,15 +773,7 @@ impl Whole {
             turns: turns
                 .iter()
                 .enumerate()
-                .map(|(i, t)| strata_policy::TurnState {
-                    index: i,
-                    id: &t.id,
-                    role: t.role,
-                    content: &t.content,
-                    tokens: self.history.tokens(i),
-                    timestamp: t.timestamp,
-                    tier: self.tiers[i],
-                })
+                .map(|(i, t)| strata_policy::TurnState::of(i, t, self.history.tokens(i), self.tiers[i]))
                 .collect(),
             left_out: 0,
             pinned: self.history.pinned(),
@@ -867,29 +881,15 @@ fn arb_stream() -> impl proptest::strategy::Strategy<Value = Vec<Turn>> {
     let gap = prop_oneof![4 => 0i64..200, 1 => 1800i64..20_000];
     let step = (0u8..6, text, gap);
     (any::<bool>(), prop::collection::vec(step, 1..90)).prop_map(|(system, steps)| {
-        let mut turns = Vec::new();
-        if system {
-            turns.push(Turn::new("sys", Role::System, "Be helpful."));
-        }
-        let mut ts = T0;
-        for (i, (kind, text, gap)) in steps.into_iter().enumerate() {
-            ts += gap;
-            let mut push = |mut t: Turn| {
-                t.timestamp = Some(Timestamp(ts));
-                turns.push(t);
+        let steps = steps.into_iter().map(|(kind, text, gap)| {
+            let said = match kind {
+                0..=2 => Said::User,
+                3 | 4 => Said::Assistant,
+                _ => Said::ToolCall,
             };
-            match kind {
-                0..=2 => push(Turn::new(format!("u{i}"), Role::User, text)),
-                3 | 4 => push(Turn::new(format!("a{i}"), Role::Assistant, text)),
-                _ => {
-                    let mut call = Turn::new(format!("a{i}"), Role::Assistant, "");
-                    call.tool_calls = vec![ToolCall { id: format!("c{i}"), name: "f".into(), arguments: "{}".into() }];
-                    push(call);
-                    push(Turn::new(format!("r{i}"), Role::Tool, text).with_tool_call_id(format!("c{i}")));
-                }
-            }
-        }
-        turns
+            (said, text, gap)
+        });
+        stream_of(system, steps)
     })
 }
 
