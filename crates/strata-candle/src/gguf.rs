@@ -142,6 +142,11 @@ pub struct Timing {
 }
 
 impl GgufGenerator {
+    /// The longest prompt and reply together, from the file's metadata.
+    pub fn context_length(&self) -> usize {
+        self.context_length
+    }
+
     /// Loads a GGUF file of the llama or qwen2 architecture. `model_id` names the model in
     /// caches and results.
     pub fn load(path: &Path, model_id: &str) -> Result<GgufGenerator, ModelError> {

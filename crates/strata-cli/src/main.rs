@@ -13,6 +13,7 @@ mod memory;
 mod models;
 mod paraphrase;
 mod segment;
+mod serve;
 mod summarize;
 mod tokens;
 
@@ -53,6 +54,8 @@ enum Command {
     Reembed(memory::ReembedArgs),
     /// Rewrite a probe set's evidence turns with a local model, keeping planted values verbatim.
     Paraphrase(Box<paraphrase::Args>),
+    /// Serve OpenAI-compatible chat completions with the memory in front of a model.
+    Serve(Box<serve::Args>),
 }
 
 /// An error caused by what the user gave us; exits with status 2.
@@ -65,6 +68,9 @@ fn exit_code(e: &anyhow::Error) -> u8 {
             || c.is::<strata_tokens::TokenizerError>()
             || c.is::<strata_core::HistoryError>()
             || c.is::<strata_eval::BadInput>()
+            || c.downcast_ref::<strata_server::ServeError>().is_some_and(|s| {
+                matches!(s, strata_server::ServeError::Exposed(_) | strata_server::ServeError::Bind { .. })
+            })
             || c.downcast_ref::<strata_candle::ModelError>()
                 .is_some_and(|m| !matches!(m, strata_candle::ModelError::Run { .. }))
             || c.downcast_ref::<strata_core::StoreError>().is_some_and(store_refused)
@@ -101,6 +107,7 @@ fn main() -> ExitCode {
         Command::Compact(args) => memory::compact(args),
         Command::Reembed(args) => memory::reembed(args),
         Command::Paraphrase(args) => paraphrase::run(*args),
+        Command::Serve(args) => serve::run(*args),
     };
     match result {
         Ok(out) => {

@@ -45,11 +45,16 @@ pub struct Layout {
     /// The salient sentences' shares and scoring (`strata_summarize::salience`): the config
     /// file's `[tiered]` table.
     pub tiered: TieredConfig,
+    /// Keep the newest unit (the message being answered) verbatim whenever it fits the whole
+    /// budget, before recall takes its share: what a live chat needs, where the question is
+    /// the newest message. Off for evaluation, where the question is asked apart from the
+    /// history.
+    pub keep_newest: bool,
 }
 
 impl Default for Layout {
     fn default() -> Layout {
-        Layout { recall: 0.9, tiered: TieredConfig::default() }
+        Layout { recall: 0.9, tiered: TieredConfig::default(), keep_newest: false }
     }
 }
 

@@ -212,11 +212,15 @@ impl Memory {
         let counter = history.counter();
         let mut ctx = Context::new("tiered", budget, counter);
         let mut left = pin_system(history, &mut ctx);
-        let recall_allowance = match question {
+        let newest_unit = if history.len() > history.pinned() { history.unit_of(history.len() - 1).tokens } else { 0 };
+        let mut recall_allowance = match question {
             Some(_) => (budget as f64 * self.config.layout.recall) as usize,
             None => 0,
         }
         .min(left);
+        if self.config.layout.keep_newest && newest_unit <= left {
+            recall_allowance = recall_allowance.min(left - newest_unit);
+        }
         let rest = left - recall_allowance;
         let first_hot = self.first_hot();
 
@@ -268,7 +272,6 @@ impl Memory {
 
         // The newest hot turns in what is left of the rest; the newest unit (the message
         // being answered) whenever it fits the rest at all.
-        let newest_unit = if history.len() > history.pinned() { history.unit_of(history.len() - 1).tokens } else { 0 };
         let hot_allowance =
             rest.saturating_sub(salient_allowance + used).max(newest_unit.min(rest.saturating_sub(used)));
         let (mut hot, _) = newest_fitting(history, hot_allowance);

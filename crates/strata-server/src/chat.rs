@@ -1,0 +1,464 @@
+//! `POST /v1/chat/completions`: store what is new, send the memory's context instead of the
+//! whole list, pass the reply back unchanged and store it when it completes.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
+use serde_json::{json, Value};
+use strata::MemoryError;
+use strata_core::{ChatMessage, GenerateError, GenerateRequest, Message, Role, Timestamp, ToolCall, Turn};
+
+use crate::api::{self, ApiError, ChatRequest};
+use crate::{internal, AppState, Backend};
+
+/// What the model is sent for a request, and where its reply goes.
+struct Prepared {
+    messages: Vec<Message>,
+    /// The reply is stored only while the conversation still ends where the client's list
+    /// does (a retried request whose reply was already stored adds nothing).
+    reply_at: usize,
+}
+
+pub(crate) async fn completions(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let started = Instant::now();
+    match answer(state.clone(), headers, body, started).await {
+        Ok(r) => r,
+        Err(e) => {
+            if e.status.is_client_error() {
+                state.metrics.refused();
+            } else {
+                state.metrics.failed();
+            }
+            e.into_response()
+        }
+    }
+}
+
+async fn answer(
+    state: Arc<AppState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    started: Instant,
+) -> Result<Response, ApiError> {
+    let bytes = body.map_err(|r| match r.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("body: larger than the limit of {} bytes", state.config.max_body),
+        ),
+        status => ApiError::new(status, format!("body: {}", r.body_text())),
+    })?;
+    let request = api::parse_chat(&bytes)?;
+    let header = match headers.get("x-strata-conversation") {
+        Some(v) => Some(v.to_str().map_err(|_| ApiError::field("X-Strata-Conversation", "expected text"))?),
+        None => None,
+    };
+    let id = api::conversation_id(header, &request)?;
+    let budget = state.config.budget_for(request.max_tokens);
+    let prepared = blocking({
+        let (state, id, turns) = (state.clone(), id.clone(), request.turns.clone());
+        move || prepare(&state, &id, turns, budget)
+    })
+    .await?;
+    let overhead = started.elapsed();
+    match &state.config.backend {
+        Backend::Upstream { base, key, timeout } => {
+            let (base, key, timeout) = (base.clone(), key.clone(), *timeout);
+            forward(state, id, request, prepared, Upstream { base, key, timeout }, started, overhead).await
+        }
+        Backend::Local { generator, .. } => {
+            let generator = generator.clone();
+            local(state, id, request, prepared, generator, started, overhead).await
+        }
+    }
+}
+
+/// Runs blocking work (the store, the embedder, a local model) off the async threads.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, ApiError> + Send + 'static) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| internal(format!("request task failed: {e}")))?
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Stores the messages the conversation does not hold yet (each durably, before anything is
+/// forwarded) and builds the context for the newest user message.
+fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Result<Prepared, ApiError> {
+    state.with_memory(id, |memory| {
+        let stored = memory.history().turns();
+        let common = turns.iter().zip(stored).take_while(|(a, b)| api::same_message(a, b)).count();
+        if common < stored.len() && common < turns.len() {
+            let at = format!("messages[{common}]");
+            return Err(ApiError {
+                status: StatusCode::CONFLICT,
+                message: format!(
+                    "{at}: differs from turn {} that conversation {id} holds there; a history that was edited \
+                     needs another conversation id (X-Strata-Conversation)",
+                    stored[common].id
+                ),
+                param: Some(at),
+            });
+        }
+        let first_new = memory.len();
+        check_new(memory.history().turns(), &turns, first_new)?;
+        // Timestamps never go back, even when the clock does.
+        let now = unix_now().max(memory.history().last_timestamp().map_or(0, |(_, t)| t.0));
+        let mut added = 0;
+        for (k, mut t) in turns.iter().cloned().enumerate().skip(first_new) {
+            t.id = format!("m{}", memory.len());
+            t.timestamp = Some(Timestamp(now));
+            memory.push(t).map_err(|e| match e {
+                MemoryError::History(h) => ApiError::field(format!("messages[{k}]"), h),
+                e => internal(format!("conversation {id}: messages[{k}] not stored: {e}")),
+            })?;
+            added += 1;
+        }
+        state.metrics.stored(added);
+        for note in memory.take_notes() {
+            log(&format!("conversation {id}: {note}"));
+        }
+        let question = turns.iter().rev().find(|t| t.role == Role::User).map(|t| t.content.as_str());
+        let context = memory.context(budget, question).map_err(|e| internal(format!("conversation {id}: {e}")))?;
+        let history = memory.history();
+        let sent_by_client: usize = (0..turns.len().min(history.len())).map(|i| history.tokens(i)).sum::<usize>()
+            + history.counter().chat_format().reply_priming as usize;
+        state.metrics.tokens(sent_by_client, context.total_tokens());
+        Ok(Prepared { messages: context.messages(), reply_at: turns.len() })
+    })
+}
+
+/// Refuses the whole request before anything is stored when one of its new messages could
+/// not be: a tool result that answers no call made before it.
+fn check_new(stored: &[Turn], turns: &[Turn], first_new: usize) -> Result<(), ApiError> {
+    let made = |calls: &[Turn], call: &str| {
+        calls.iter().rev().any(|t| t.role == Role::Assistant && t.tool_calls.iter().any(|c| c.id == call))
+    };
+    for (k, t) in turns.iter().enumerate().skip(first_new) {
+        if let (Role::Tool, Some(call)) = (t.role, &t.tool_call_id) {
+            if !made(&turns[first_new..k], call) && !made(stored, call) {
+                return Err(ApiError::field(
+                    format!("messages[{k}].tool_call_id"),
+                    format!("`{call}` answers no tool call made before it"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Stores a completed reply when the conversation still ends where the request's list did.
+fn store_reply(state: &AppState, id: &str, mut reply: Turn, at: usize) {
+    let stored = state.with_memory(id, |memory| {
+        if memory.len() != at {
+            return Ok(false);
+        }
+        reply.id = format!("m{}", memory.len());
+        let now = unix_now().max(memory.history().last_timestamp().map_or(0, |(_, t)| t.0));
+        reply.timestamp = Some(Timestamp(now));
+        memory.push(reply).map_err(|e| internal(e.to_string()))?;
+        Ok(true)
+    });
+    match stored {
+        Ok(true) => state.metrics.stored(1),
+        Ok(false) => log(&format!(
+            "conversation {id}: a reply to turn m{} not stored: the conversation moved on",
+            at.saturating_sub(1)
+        )),
+        Err(e) => log(&format!("conversation {id}: reply not stored: {}", e.message)),
+    }
+}
+
+#[allow(clippy::print_stderr)]
+fn log(line: &str) {
+    eprintln!("strata serve: {line}");
+}
+
+struct Upstream {
+    base: String,
+    key: Option<String>,
+    timeout: Duration,
+}
+
+fn upstream_error(url: &str, timeout: Duration, e: &reqwest::Error) -> ApiError {
+    if e.is_timeout() {
+        ApiError::new(StatusCode::GATEWAY_TIMEOUT, format!("upstream {url}: no answer within {}s", timeout.as_secs()))
+    } else if e.is_connect() {
+        ApiError::new(StatusCode::BAD_GATEWAY, format!("upstream {url}: cannot connect ({e})"))
+    } else {
+        ApiError::new(StatusCode::BAD_GATEWAY, format!("upstream {url}: {e}"))
+    }
+}
+
+/// The upstream's answer as the client gets it: its status, content type and bytes.
+fn pass(status: StatusCode, content_type: Option<HeaderValue>, body: Body) -> Response {
+    let mut r = Response::new(body);
+    *r.status_mut() = status;
+    if let Some(ct) = content_type {
+        r.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    r
+}
+
+async fn forward(
+    state: Arc<AppState>,
+    id: String,
+    request: ChatRequest,
+    prepared: Prepared,
+    upstream: Upstream,
+    started: Instant,
+    overhead: Duration,
+) -> Result<Response, ApiError> {
+    let mut body = request.body;
+    body.insert("messages".into(), Value::Array(api::wire_messages(&prepared.messages)));
+    let url = format!("{}/chat/completions", upstream.base.trim_end_matches('/'));
+    let mut call = state
+        .client
+        .post(&url)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(serde_json::to_vec(&body).map_err(|e| internal(e.to_string()))?);
+    if let Some(k) = &upstream.key {
+        call = call.bearer_auth(k);
+    }
+    let response = call.send().await.map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
+    let status = response.status();
+    let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+    if !status.is_success() {
+        // The client sees the upstream's own status and error; its turns stay stored.
+        state.metrics.failed();
+        let bytes = response.bytes().await.map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
+        if serde_json::from_slice::<Value>(&bytes).is_ok() {
+            return Ok(pass(status, content_type, Body::from(bytes)));
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        return Ok(ApiError::new(status, format!("upstream {url}: {}", text.trim())).into_response());
+    }
+    if !request.stream {
+        let bytes = response.bytes().await.map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
+        let reply = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| reply_turn(&v));
+        let stored_at = Instant::now();
+        if let Some(reply) = reply {
+            let state = state.clone();
+            let at = prepared.reply_at;
+            blocking(move || {
+                store_reply(&state, &id, reply, at);
+                Ok(())
+            })
+            .await?;
+        } else {
+            log(&format!("conversation {id}: the upstream's reply had no message to store"));
+        }
+        state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
+        return Ok(pass(status, content_type, Body::from(bytes)));
+    }
+    // Streamed: every chunk goes to the client as it comes, and is read on the side for the
+    // reply. The upstream is read to its end even if the client leaves, so the reply is
+    // stored whenever it completes.
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let timeout = upstream.timeout;
+    tokio::spawn(async move {
+        let mut stream = response.bytes_stream();
+        let mut sse = SseReply::default();
+        let mut client = Some(tx);
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(bytes) => {
+                    sse.feed(&bytes);
+                    if let Some(tx) = &client {
+                        if tx.send(bytes).await.is_err() {
+                            client = None;
+                        }
+                    }
+                }
+                Err(e) => {
+                    log(&format!("conversation {id}: {}", upstream_error(&url, timeout, &e).message));
+                    state.metrics.failed();
+                    return;
+                }
+            }
+        }
+        drop(client);
+        let stored_at = Instant::now();
+        match sse.finish() {
+            Some(reply) => {
+                let at = prepared.reply_at;
+                let s = state.clone();
+                let _ = tokio::task::spawn_blocking(move || store_reply(&s, &id, reply, at)).await;
+            }
+            None => log(&format!("conversation {id}: the stream ended before the reply finished; not stored")),
+        }
+        state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
+    });
+    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    Ok(pass(status, content_type, Body::from_stream(chunks)))
+}
+
+/// The assistant turn of a non-streamed completion: `choices[0].message`.
+fn reply_turn(v: &Value) -> Option<Turn> {
+    let m = v.get("choices")?.get(0)?.get("message")?;
+    let content = m.get("content").and_then(Value::as_str).unwrap_or("");
+    let mut t = Turn::new(String::new(), Role::Assistant, content);
+    if let Some(Value::Array(calls)) = m.get("tool_calls") {
+        for (j, c) in calls.iter().enumerate() {
+            t.tool_calls.push(api::tool_call(&format!("choices[0].message.tool_calls[{j}]"), c).ok()?);
+        }
+    }
+    Some(t)
+}
+
+/// A streamed reply put back together from its server-sent events: the content deltas and the
+/// tool calls' pieces, complete once a choice finished or `[DONE]` came.
+#[derive(Debug, Default)]
+pub(crate) struct SseReply {
+    pending: Vec<u8>,
+    content: String,
+    /// Tool calls by their `index`: id, name, arguments so far.
+    calls: Vec<(String, String, String)>,
+    done: bool,
+}
+
+impl SseReply {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line);
+            let Some(data) = line.trim_end_matches(['\r', '\n']).strip_prefix("data:") else { continue };
+            let data = data.trim();
+            if data == "[DONE]" {
+                self.done = true;
+                continue;
+            }
+            let Ok(v) = serde_json::from_str::<Value>(data) else { continue };
+            let Some(choice) = v.get("choices").and_then(|c| c.get(0)) else { continue };
+            if let Some(delta) = choice.get("delta") {
+                if let Some(s) = delta.get("content").and_then(Value::as_str) {
+                    self.content.push_str(s);
+                }
+                for call in delta.get("tool_calls").and_then(Value::as_array).into_iter().flatten() {
+                    let i = call.get("index").and_then(Value::as_u64).unwrap_or(0) as usize;
+                    if i > 1024 {
+                        continue;
+                    }
+                    if self.calls.len() <= i {
+                        self.calls.resize(i + 1, Default::default());
+                    }
+                    let slot = &mut self.calls[i];
+                    if let Some(id) = call.get("id").and_then(Value::as_str) {
+                        slot.0 = id.to_string();
+                    }
+                    let f = call.get("function");
+                    if let Some(name) = f.and_then(|f| f.get("name")).and_then(Value::as_str) {
+                        slot.1.push_str(name);
+                    }
+                    if let Some(args) = f.and_then(|f| f.get("arguments")).and_then(Value::as_str) {
+                        slot.2.push_str(args);
+                    }
+                }
+            }
+            if choice.get("finish_reason").is_some_and(|r| !r.is_null()) {
+                self.done = true;
+            }
+        }
+    }
+
+    /// The reply, if the stream finished it.
+    pub(crate) fn finish(self) -> Option<Turn> {
+        if !self.done {
+            return None;
+        }
+        let mut t = Turn::new(String::new(), Role::Assistant, self.content);
+        t.tool_calls = self
+            .calls
+            .into_iter()
+            .filter(|c| !c.0.is_empty())
+            .map(|(id, name, arguments)| ToolCall { id, name, arguments })
+            .collect();
+        Some(t)
+    }
+}
+
+/// A message for a local model, which reads plain chat: tool calls written into the text.
+fn chat_message(m: &Message) -> ChatMessage {
+    let mut content = m.content.clone();
+    for c in &m.tool_calls {
+        content.push_str(&format!("\n[tool call {} {}({})]", c.id, c.name, c.arguments));
+    }
+    ChatMessage { role: m.role, content }
+}
+
+async fn local(
+    state: Arc<AppState>,
+    id: String,
+    request: ChatRequest,
+    prepared: Prepared,
+    generator: Arc<dyn strata_core::Generator>,
+    started: Instant,
+    overhead: Duration,
+) -> Result<Response, ApiError> {
+    let max_tokens = request.max_tokens.unwrap_or(state.config.reply_tokens);
+    let messages: Vec<ChatMessage> = prepared.messages.iter().map(chat_message).collect();
+    let model = generator.model_id().to_string();
+    let generation = {
+        let _turn = state.local.acquire().await.map_err(|e| internal(e.to_string()))?;
+        let g = generator.clone();
+        blocking(move || {
+            g.generate(&GenerateRequest { messages, max_tokens, deadline: Some(Duration::from_secs(600)) }).map_err(
+                |e| match e {
+                    GenerateError::Timeout { .. } => ApiError::new(StatusCode::GATEWAY_TIMEOUT, e.to_string()),
+                    e => internal(e.to_string()),
+                },
+            )
+        })
+        .await?
+    };
+    let stored_at = Instant::now();
+    let reply = Turn::new(String::new(), Role::Assistant, generation.text.clone());
+    let at = prepared.reply_at;
+    {
+        let (state, id) = (state.clone(), id.clone());
+        blocking(move || {
+            store_reply(&state, &id, reply, at);
+            Ok(())
+        })
+        .await?;
+    }
+    state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
+    let finish = if generation.generated_tokens >= max_tokens { "length" } else { "stop" };
+    let created = unix_now();
+    let completion_id = format!("chatcmpl-{id}-{at}");
+    if request.stream {
+        let chunk = |delta: Value, finish: Option<&str>| {
+            let v = json!({"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            format!("data: {v}\n\n")
+        };
+        // The engine writes the whole reply before it is sent, so it comes as one delta.
+        let body = [
+            chunk(json!({"role": "assistant", "content": ""}), None),
+            chunk(json!({"content": generation.text}), None),
+            chunk(json!({}), Some(finish)),
+            "data: [DONE]\n\n".to_string(),
+        ]
+        .concat();
+        return Ok(pass(StatusCode::OK, Some(HeaderValue::from_static("text/event-stream")), Body::from(body)));
+    }
+    let v = json!({
+        "id": completion_id, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": generation.text}, "finish_reason": finish}],
+        "usage": {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.generated_tokens,
+            "total_tokens": generation.prompt_tokens + generation.generated_tokens},
+    });
+    Ok(axum::Json(v).into_response())
+}

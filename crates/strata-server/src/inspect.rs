@@ -1,0 +1,150 @@
+//! The routes that show what the server holds: the models, a conversation's context and why,
+//! its stored turns, and the metrics.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+use strata_core::{Context, Tier};
+
+use crate::api::{self, ApiError};
+use crate::{internal, AppState, Backend};
+
+pub(crate) async fn models(State(state): State<Arc<AppState>>) -> Response {
+    match &state.config.backend {
+        Backend::Local { generator, .. } => Json(json!({"object": "list", "data": [
+            {"id": generator.model_id(), "object": "model", "created": 0, "owned_by": "strata"}
+        ]}))
+        .into_response(),
+        Backend::Upstream { base, key, .. } => {
+            let url = format!("{}/models", base.trim_end_matches('/'));
+            let mut call = state.client.get(&url);
+            if let Some(k) = key {
+                call = call.bearer_auth(k);
+            }
+            let response = match call.send().await {
+                Ok(r) => r,
+                Err(e) => {
+                    return ApiError::new(StatusCode::BAD_GATEWAY, format!("upstream {url}: {e}")).into_response()
+                }
+            };
+            let status = response.status();
+            let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
+            match response.bytes().await {
+                Ok(bytes) => {
+                    let mut r = Response::new(axum::body::Body::from(bytes));
+                    *r.status_mut() = status;
+                    if let Some(ct) = content_type {
+                        r.headers_mut().insert(header::CONTENT_TYPE, ct);
+                    }
+                    r
+                }
+                Err(e) => ApiError::new(StatusCode::BAD_GATEWAY, format!("upstream {url}: {e}")).into_response(),
+            }
+        }
+    }
+}
+
+/// The conversation in the path, checked, and known to this server or its store.
+fn known(state: &AppState, id: &str) -> Result<(), ApiError> {
+    if !api::valid_id(id) {
+        return Err(ApiError::field("id", "expected 1 to 128 characters of letters, digits and . _ : @ -"));
+    }
+    if !state.exists(id)? {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, format!("conversation {id}: not found")));
+    }
+    Ok(())
+}
+
+/// `budget` (default: the server's for a request without `max_tokens`) and `question`
+/// (default: none, the question-agnostic context).
+fn query(state: &AppState, q: &HashMap<String, String>) -> Result<(usize, Option<String>), ApiError> {
+    let budget = match q.get("budget") {
+        Some(b) => match b.parse::<usize>() {
+            Ok(n) if n > 0 => n,
+            _ => return Err(ApiError::field("budget", format!("expected a positive integer, got `{b}`"))),
+        },
+        None => state.config.budget_for(None),
+    };
+    Ok((budget, q.get("question").cloned()))
+}
+
+fn blocks(context: &Context) -> Vec<Value> {
+    context
+        .blocks
+        .iter()
+        .map(|b| json!({"kind": b.kind, "role": b.role, "source_ids": b.source_ids, "tokens": b.tokens}))
+        .collect()
+}
+
+async fn on_memory<T: Send + 'static>(
+    state: Arc<AppState>,
+    id: String,
+    f: impl FnOnce(&mut strata::Memory) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(move || {
+        known(&state, &id)?;
+        state.with_memory(&id, f)
+    })
+    .await
+    .map_err(|e| internal(format!("request task failed: {e}")))?
+}
+
+/// What the model would be sent now: the messages and, per block, its kind, source turns and
+/// tokens.
+pub(crate) async fn context(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let (budget, question) = query(&state, &q)?;
+    let conversation = id.clone();
+    on_memory(state, id, move |m| {
+        let c = m.context(budget, question.as_deref()).map_err(|e| internal(e.to_string()))?;
+        Ok(Json(json!({
+            "conversation": conversation, "budget": budget, "tokens": c.total_tokens(), "turns": m.len(),
+            "messages": api::wire_messages(&c.messages()), "blocks": blocks(&c), "notes": c.notes,
+        })))
+    })
+    .await
+}
+
+/// Why: the tiers, the policy's last plan in words, the context's blocks and notes.
+pub(crate) async fn explain(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Result<Json<Value>, ApiError> {
+    let (budget, question) = query(&state, &q)?;
+    let conversation = id.clone();
+    on_memory(state, id, move |m| {
+        let c = m.context(budget, question.as_deref()).map_err(|e| internal(e.to_string()))?;
+        let [hot, warm, cool, cold] = match m.last_plan() {
+            Some(p) => p.occupancy(),
+            None => Tier::occupancy(m.tiers()),
+        };
+        Ok(Json(json!({
+            "conversation": conversation, "budget": budget, "tokens": c.total_tokens(), "turns": m.len(),
+            "tiers": {"hot": hot, "warm": warm, "cool": cool, "cold": cold},
+            "summaries_pending": m.pending(),
+            "plan": m.last_plan().map(|p| p.explain()),
+            "blocks": blocks(&c), "notes": c.notes,
+        })))
+    })
+    .await
+}
+
+/// Every stored turn, in order, as the store holds it.
+pub(crate) async fn turns(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
+    let conversation = id.clone();
+    on_memory(state, id, move |m| Ok(Json(json!({"conversation": conversation, "turns": m.history().turns()})))).await
+}
+
+pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let (open, pending) = state.census();
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render(open, pending)).into_response()
+}

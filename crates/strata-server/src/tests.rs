@@ -1,0 +1,427 @@
+//! The server over loopback against a recording upstream that answers at once: what is
+//! stored, what is forwarded, what each bad request gets.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::routing::{get, post};
+use serde_json::{json, Value};
+use strata::Parts;
+use strata_core::{Role, TokenCounter};
+use strata_store::SqliteStore;
+
+use super::*;
+use crate::chat::SseReply;
+
+/// What the fake upstream was sent, and how it answers.
+#[derive(Default)]
+struct Upstream {
+    requests: Mutex<Vec<Value>>,
+    /// Answer with this status and body instead of a completion.
+    fail: Mutex<Option<(u16, String)>>,
+}
+
+/// The reply echoes how many messages the upstream got, so a test can tell replies apart.
+fn completion(messages: usize) -> Value {
+    json!({"id": "x", "object": "chat.completion", "created": 0, "model": "fake",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": format!("got {messages} messages")}, "finish_reason": "stop"}]})
+}
+
+const STREAM: &str = concat!(
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"streamed \"},\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"reply\"},\"finish_reason\":null}]}\n\n",
+    "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+    "data: [DONE]\n\n",
+);
+
+async fn start_upstream() -> (SocketAddr, Arc<Upstream>) {
+    let up = Arc::new(Upstream::default());
+    let app =
+        axum::Router::new()
+            .route(
+                "/v1/chat/completions",
+                post(
+                    |axum::extract::State(up): axum::extract::State<Arc<Upstream>>,
+                     axum::Json(v): axum::Json<Value>| async move {
+                        let n = v["messages"].as_array().map_or(0, Vec::len);
+                        let stream = v["stream"] == json!(true);
+                        up.requests.lock().unwrap().push(v);
+                        if let Some((status, body)) = up.fail.lock().unwrap().clone() {
+                            return (axum::http::StatusCode::from_u16(status).unwrap(), body).into_response();
+                        }
+                        if stream {
+                            return ([(axum::http::header::CONTENT_TYPE, "text/event-stream")], STREAM).into_response();
+                        }
+                        axum::Json(completion(n)).into_response()
+                    },
+                ),
+            )
+            .route("/v1/models", get(|| async { axum::Json(json!({"object": "list", "data": [{"id": "fake"}]})) }))
+            .with_state(up.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (addr, up)
+}
+
+fn counter() -> Arc<dyn TokenCounter> {
+    Arc::new(strata_tokens::Tiktoken::o200k())
+}
+
+struct Running {
+    base: String,
+    client: reqwest::Client,
+}
+
+async fn start(upstream: SocketAddr, tweak: impl FnOnce(&mut ServeConfig)) -> Running {
+    let mut config = ServeConfig::new(Backend::Upstream {
+        base: format!("http://{upstream}/v1"),
+        key: None,
+        timeout: Duration::from_secs(5),
+    });
+    config.budget = Some(300);
+    config.memory =
+        strata::MemoryConfig { layout: config.memory.layout.clone(), ..strata::MemoryConfig::for_budget("", 300) };
+    config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    tweak(&mut config);
+    let store = Arc::new(SqliteStore::in_memory().unwrap());
+    let state = AppState::new(config, store, Parts { counter: counter(), embedder: None, generator: None }).unwrap();
+    let listener = bind(&state.config).await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(serve(listener, state));
+    Running { base, client: reqwest::Client::new() }
+}
+
+impl Running {
+    async fn chat(&self, conversation: &str, messages: &[(&str, &str)]) -> (u16, Value) {
+        let msgs: Vec<Value> = messages.iter().map(|(r, c)| json!({"role": r, "content": c})).collect();
+        self.post_json(conversation, &json!({"model": "fake", "messages": msgs})).await
+    }
+
+    async fn post_json(&self, conversation: &str, body: &Value) -> (u16, Value) {
+        self.post_raw(conversation, serde_json::to_vec(body).unwrap(), None).await
+    }
+
+    async fn post_raw(&self, conversation: &str, body: Vec<u8>, key: Option<&str>) -> (u16, Value) {
+        let mut r = self.client.post(format!("{}/v1/chat/completions", self.base)).body(body);
+        if !conversation.is_empty() {
+            r = r.header("X-Strata-Conversation", conversation);
+        }
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        let r = r.send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.client.get(format!("{}{path}", self.base)).send().await.unwrap();
+        let status = r.status().as_u16();
+        let text = r.text().await.unwrap();
+        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+    }
+
+    async fn stored(&self, conversation: &str) -> Vec<(String, String)> {
+        let (status, v) = self.get(&format!("/v1/conversations/{conversation}/turns")).await;
+        assert_eq!(status, 200, "{v}");
+        v["turns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["role"].as_str().unwrap().to_string(), t["content"].as_str().unwrap().to_string()))
+            .collect()
+    }
+}
+
+/// A one-line JSON error of the OpenAI shape, whose message names `names`.
+fn assert_error(status: u16, v: &Value, want: u16, names: &str) {
+    assert_eq!(status, want, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_else(|| panic!("not a JSON error: {v}"));
+    assert!(message.contains(names), "{message:?} should name {names:?}");
+    assert!(!serde_json::to_string(v).unwrap().contains('\n'));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn turns_are_stored_once_and_the_reply_after_them() {
+    let (up, _) = start_upstream().await;
+    let s = start(up, |_| {}).await;
+    let (status, v) = s.chat("c1", &[("system", "Be brief."), ("user", "hello")]).await;
+    assert_eq!(status, 200, "{v}");
+    let reply = v["choices"][0]["message"]["content"].as_str().unwrap().to_string();
+    // The client resends its whole history with the reply and a new message.
+    let (status, _) =
+        s.chat("c1", &[("system", "Be brief."), ("user", "hello"), ("assistant", &reply), ("user", "again")]).await;
+    assert_eq!(status, 200);
+    let stored = s.stored("c1").await;
+    let roles: Vec<&str> = stored.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
+    assert_eq!(stored[1].1, "hello");
+    assert_eq!(stored[3].1, "again");
+    // A retry of the same request stores nothing more: its reply is already there.
+    s.chat("c1", &[("system", "Be brief."), ("user", "hello"), ("assistant", &reply), ("user", "again")]).await;
+    assert_eq!(s.stored("c1").await.len(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_gets_the_context_within_the_budget_and_only_its_own_conversation() {
+    let (up, log) = start_upstream().await;
+    let s = start(up, |c| c.budget = Some(300)).await;
+    let mut a: Vec<(String, String)> = vec![("system".into(), "You are a helpful assistant.".into())];
+    let mut b = a.clone();
+    for i in 0..40 {
+        for (list, who, fact) in [(&mut a, "a", "apricot"), (&mut b, "b", "blueberry")] {
+            list.push(("user".into(), format!("Message {i} of conversation {who}: today the {fact} crate needed work on module {i}, and it went fine.")));
+            let refs: Vec<(&str, &str)> = list.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+            let (status, v) = s.chat(who, &refs).await;
+            assert_eq!(status, 200, "{v}");
+            list.push(("assistant".into(), v["choices"][0]["message"]["content"].as_str().unwrap().to_string()));
+        }
+    }
+    let counter = counter();
+    let requests = log.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 80);
+    for r in &requests {
+        let text = serde_json::to_string(&r["messages"]).unwrap();
+        // Each request carries only its own conversation's turns.
+        assert!(!(text.contains("apricot") && text.contains("blueberry")), "{text}");
+        let tokens: usize = r["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let role = Role::parse(m["role"].as_str().unwrap()).unwrap();
+                counter.count_message(role, m["name"].as_str(), m["content"].as_str().unwrap(), None, &[])
+            })
+            .sum::<usize>()
+            + 3;
+        assert!(tokens <= 300, "{tokens} tokens sent at a budget of 300");
+    }
+    // The full history is far over the budget, and the newest message is always sent.
+    let last = requests.last().unwrap()["messages"].as_array().unwrap().clone();
+    assert!(last.last().unwrap()["content"].as_str().unwrap().starts_with("Message 39 of conversation b"));
+    assert_eq!(s.stored("a").await.len(), 81);
+    let metrics = s.client.get(format!("{}/metrics", s.base)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("strata_requests_total{outcome=\"answered\"} 80"), "{metrics}");
+    let reduction: f64 =
+        metrics.lines().find_map(|l| l.strip_prefix("strata_token_reduction ")).unwrap().parse().unwrap();
+    assert!(reduction > 0.5, "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_reply_passes_unchanged_and_is_stored_when_it_completes() {
+    let (up, _) = start_upstream().await;
+    let s = start(up, |_| {}).await;
+    let body = json!({"model": "fake", "stream": true, "messages": [{"role": "user", "content": "stream please"}]});
+    let r = s
+        .client
+        .post(format!("{}/v1/chat/completions", s.base))
+        .header("X-Strata-Conversation", "st")
+        .body(serde_json::to_vec(&body).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    assert_eq!(r.text().await.unwrap(), STREAM);
+    // Stored after the last byte went out: wait for it briefly.
+    for _ in 0..100 {
+        if s.stored("st").await.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        s.stored("st").await,
+        [("user".into(), "stream please".into()), ("assistant".into(), "streamed reply".into())]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tool_calls_and_results_pass_through_and_are_stored_as_pairs() {
+    let (up, log) = start_upstream().await;
+    let s = start(up, |c| c.budget = Some(2000)).await;
+    let call = json!({"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{\"city\":\"Oslo\"}"}});
+    let body = json!({"model": "fake", "messages": [
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": null, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "4 degrees, rain"},
+    ]});
+    let (status, v) = s.post_json("tools", &body).await;
+    assert_eq!(status, 200, "{v}");
+    let sent = log.requests.lock().unwrap().last().unwrap()["messages"].clone();
+    assert_eq!(sent[1]["tool_calls"][0], call);
+    assert_eq!(sent[2]["tool_call_id"], "call_1");
+    let (_, turns) = s.get("/v1/conversations/tools/turns").await;
+    assert_eq!(turns["turns"][1]["tool_calls"][0]["name"], "weather");
+    assert_eq!(turns["turns"][2]["tool_call_id"], "call_1");
+    // A tool result that answers no call is refused before anything is stored.
+    let bad = json!({"model": "fake", "messages": [{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "nope", "content": "y"}]});
+    let (status, v) = s.post_json("tools2", &bad).await;
+    assert_error(status, &v, 400, "messages[1].tool_call_id");
+    assert_eq!(s.get("/v1/conversations/tools2/turns").await.0, 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_failure_reaches_the_client_and_the_user_turn_stays_stored() {
+    let (up, log) = start_upstream().await;
+    let s = start(up, |_| {}).await;
+    *log.fail.lock().unwrap() = Some((503, r#"{"error":{"message":"overloaded"}}"#.into()));
+    let (status, v) = s.chat("f", &[("user", "are you there?")]).await;
+    assert_eq!(status, 503);
+    assert_eq!(v["error"]["message"], "overloaded");
+    assert_eq!(s.stored("f").await, [("user".into(), "are you there?".into())]);
+    // The retry, once the upstream is back, is answered and its reply stored after the turn.
+    *log.fail.lock().unwrap() = None;
+    let (status, _) = s.chat("f", &[("user", "are you there?")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(s.stored("f").await.len(), 2);
+
+    // An upstream that is not there: 502, and the turn is stored all the same.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let s = start(gone, |_| {}).await;
+    let (status, v) = s.chat("g", &[("user", "anyone?")]).await;
+    assert_error(status, &v, 502, "cannot connect");
+    assert_eq!(s.stored("g").await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_bad_request_gets_its_status_and_a_one_line_json_error() {
+    let (up, _) = start_upstream().await;
+    let s = start(up, |c| c.max_body = 10_000).await;
+    let raw = |b: &str| b.as_bytes().to_vec();
+    for (body, want, names) in [
+        (raw("{not json"), 400, "invalid JSON"),
+        (raw("[1, 2]"), 400, "body"),
+        (raw(r#"{"model": "m"}"#), 400, "messages"),
+        (raw(r#"{"messages": "hi"}"#), 400, "messages"),
+        (raw(r#"{"messages": []}"#), 400, "messages"),
+        (raw(r#"{"messages": [{"role": "robot", "content": "x"}]}"#), 400, "messages[0].role"),
+        (raw(r#"{"messages": [{"role": "user", "content": 7}]}"#), 400, "messages[0].content"),
+        (raw(r#"{"messages": [{"role": "user"}]}"#), 400, "messages[0].content"),
+        (
+            raw(r#"{"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}"#),
+            400,
+            "messages[0].content[0].type",
+        ),
+        (raw(r#"{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}"#), 400, "stream"),
+        (raw(r#"{"messages": [{"role": "user", "content": "x"}], "max_tokens": -1}"#), 400, "max_tokens"),
+        (raw(r#"{"messages": [{"role": "user", "content": "x"}], "user": "no spaces allowed"}"#), 400, "user"),
+        (vec![b' '; 20_000], 413, "limit"),
+    ] {
+        let (status, v) = s.post_raw("", body, None).await;
+        assert_error(status, &v, want, names);
+    }
+    let (status, v) = s.chat("bad id!", &[("user", "x")]).await;
+    assert_error(status, &v, 400, "X-Strata-Conversation");
+    // The inspection routes.
+    assert_error(
+        s.get("/v1/conversations/nobody/context").await.0,
+        &s.get("/v1/conversations/nobody/context").await.1,
+        404,
+        "nobody",
+    );
+    let (status, v) = s.get("/v1/conversations/nobody/explain").await;
+    assert_error(status, &v, 404, "nobody");
+    s.chat("known", &[("user", "x")]).await;
+    let (status, v) = s.get("/v1/conversations/known/context?budget=abc").await;
+    assert_error(status, &v, 400, "budget");
+    let (status, v) = s.get("/nowhere").await;
+    assert_error(status, &v, 404, "route");
+    // A history that was edited under a conversation id: 409, naming the message.
+    let (status, v) = s.chat("known", &[("user", "y")]).await;
+    assert_error(status, &v, 409, "messages[0]");
+    // The server is still up.
+    assert_eq!(s.get("/healthz").await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_key_every_route_but_healthz_wants_it() {
+    let (up, _) = start_upstream().await;
+    let s = start(up, |c| c.api_key = Some("s3cret".into())).await;
+    let body = serde_json::to_vec(&json!({"messages": [{"role": "user", "content": "x"}]})).unwrap();
+    let (status, v) = s.post_raw("k", body.clone(), None).await;
+    assert_error(status, &v, 401, "missing");
+    let (status, v) = s.post_raw("k", body.clone(), Some("wrong")).await;
+    assert_error(status, &v, 401, "wrong API key");
+    assert_eq!(s.post_raw("k", body, Some("s3cret")).await.0, 200);
+    assert_eq!(s.get("/metrics").await.0, 401);
+    assert_eq!(s.get("/healthz").await.0, 200);
+}
+
+#[tokio::test]
+async fn listening_beyond_loopback_needs_a_key() {
+    let mut config =
+        ServeConfig::new(Backend::Upstream { base: "http://x".into(), key: None, timeout: Duration::from_secs(1) });
+    config.listen = SocketAddr::from(([0, 0, 0, 0], 0));
+    assert!(matches!(bind(&config).await, Err(ServeError::Exposed(_))));
+    config.api_key = Some("k".into());
+    assert!(bind(&config).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inspection_routes_show_the_context_and_why() {
+    let (up, _) = start_upstream().await;
+    let s = start(up, |_| {}).await;
+    s.chat("i", &[("system", "Be brief."), ("user", "My locker code is 4817.")]).await;
+    let (status, v) = s.get("/v1/conversations/i/context?budget=200&question=locker").await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["tokens"].as_u64().unwrap() <= 200);
+    assert!(serde_json::to_string(&v["messages"]).unwrap().contains("4817"));
+    let (status, v) = s.get("/v1/conversations/i/explain").await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["turns"], 3);
+    assert!(v["plan"].as_str().unwrap().contains("score"));
+    let (status, v) = s.get("/v1/models").await;
+    assert_eq!((status, v["data"][0]["id"].as_str()), (200, Some("fake")));
+}
+
+#[test]
+fn a_reply_is_put_back_together_from_events_split_anywhere() {
+    let stream = concat!(
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"tool_calls\":[{\"index\":0,\"id\":\"c9\",\"function\":{\"name\":\"look\",\"arguments\":\"{\\\"q\\\":\"}}]}}]}\n\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"1}\"}}]}}]}\n\n",
+        ": a comment\r\n\r\n",
+        "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":\"tool_calls\"}]}\n\n",
+    );
+    for split in [1, 7, 50, stream.len()] {
+        let mut sse = SseReply::default();
+        for chunk in stream.as_bytes().chunks(split) {
+            sse.feed(chunk);
+        }
+        let t = sse.finish().expect("finished");
+        assert_eq!(t.content, "ok");
+        assert_eq!(t.tool_calls.len(), 1);
+        assert_eq!((t.tool_calls[0].id.as_str(), t.tool_calls[0].name.as_str()), ("c9", "look"));
+        assert_eq!(t.tool_calls[0].arguments, "{\"q\":1}");
+    }
+    // A stream cut before it finished gives nothing to store.
+    let mut sse = SseReply::default();
+    sse.feed(&stream.as_bytes()[..100]);
+    assert!(sse.finish().is_none());
+}
+
+#[test]
+fn the_conversation_rule() {
+    let req = |user: Option<&str>, system: &str, first: &str| {
+        let mut body = json!({"messages": [{"role": "system", "content": system}, {"role": "user", "content": first}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "later"}]});
+        if let Some(u) = user {
+            body["user"] = json!(u);
+        }
+        api::parse_chat(&serde_json::to_vec(&body).unwrap()).unwrap()
+    };
+    assert_eq!(api::conversation_id(Some("hdr"), &req(Some("u1"), "s", "q")).unwrap(), "hdr");
+    assert_eq!(api::conversation_id(None, &req(Some("u1"), "s", "q")).unwrap(), "u1");
+    let h = api::conversation_id(None, &req(None, "s", "q")).unwrap();
+    assert!(h.starts_with("h-") && api::valid_id(&h));
+    // Later messages do not change it; the system prompt or the first message does.
+    let mut longer = req(None, "s", "q");
+    longer.turns.truncate(2);
+    assert_eq!(api::conversation_id(None, &longer).unwrap(), h);
+    assert_ne!(api::conversation_id(None, &req(None, "s2", "q")).unwrap(), h);
+    assert_ne!(api::conversation_id(None, &req(None, "s", "q2")).unwrap(), h);
+    assert!(!api::valid_id("") && !api::valid_id("a/b") && !api::valid_id(&"x".repeat(129)));
+}
