@@ -5,6 +5,7 @@
 
 mod datasets;
 mod models;
+mod serve_load;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -27,7 +28,12 @@ tasks:
                            all-MiniLM-L6-v2, smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct
   long-transcript --turns N --out FILE
                            write one conversation of N turns: LoCoMo's turns cycled, roles
-                           alternating, three minutes apart (for `strata replay` at scale)";
+                           alternating, three minutes apart (for `strata replay` at scale)
+  serve-load [--conversations N] [--turns N] [--budget N] [--embedder NAME] [--bin PATH]
+                           50 x 40 conversations at once through `strata serve` (target/release/strata)
+                           against an upstream that answers at once: latency against the same
+                           run sent straight to the upstream; then killed (SIGKILL) halfway and
+                           restarted: no acknowledged turn lost, none in another conversation";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -55,6 +61,7 @@ fn main() -> Result<()> {
         Some("fetch-datasets") => datasets::fetch(&root(), rest.iter().any(|a| a == "--check")),
         Some("fetch-models") => models::fetch(&root(), rest),
         Some("long-transcript") => long_transcript(rest),
+        Some("serve-load") => serve_load::run(&root(), rest),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

@@ -21,8 +21,18 @@ use crate::{internal, AppState, Backend};
 struct Prepared {
     messages: Vec<Message>,
     /// The reply is stored only while the conversation still ends where the client's list
-    /// does (a retried request whose reply was already stored adds nothing).
+    /// does.
     reply_at: usize,
+}
+
+/// What a request comes to once its new messages are stored.
+enum Step {
+    /// Ask the model.
+    Ask(Prepared),
+    /// The conversation already holds every message sent and the reply that followed them:
+    /// a client retrying after a lost response gets the stored reply, so its history and the
+    /// store stay the same.
+    Replay(Turn),
 }
 
 pub(crate) async fn completions(
@@ -64,12 +74,21 @@ async fn answer(
     };
     let id = api::conversation_id(header, &request)?;
     let budget = state.config.budget_for(request.max_tokens);
-    let prepared = blocking({
+    let step = blocking({
         let (state, id, turns) = (state.clone(), id.clone(), request.turns.clone());
         move || prepare(&state, &id, turns, budget)
     })
     .await?;
     let overhead = started.elapsed();
+    let prepared = match step {
+        Step::Ask(p) => p,
+        Step::Replay(reply) => {
+            state.metrics.answered(started.elapsed(), overhead);
+            let model = request.body.get("model").and_then(Value::as_str).unwrap_or("strata").to_string();
+            let at = request.turns.len();
+            return Ok(completion(&format!("chatcmpl-{id}-{at}"), &model, &reply, "stop", None, request.stream));
+        }
+    };
     match &state.config.backend {
         Backend::Upstream { base, key, timeout } => {
             let (base, key, timeout) = (base.clone(), key.clone(), *timeout);
@@ -93,7 +112,7 @@ fn unix_now() -> i64 {
 
 /// Stores the messages the conversation does not hold yet (each durably, before anything is
 /// forwarded) and builds the context for the newest user message.
-fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Result<Prepared, ApiError> {
+fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Result<Step, ApiError> {
     state.with_memory(id, |memory| {
         let stored = memory.history().turns();
         let common = turns.iter().zip(stored).take_while(|(a, b)| api::same_message(a, b)).count();
@@ -108,6 +127,11 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
                 ),
                 param: Some(at),
             });
+        }
+        if common == turns.len() {
+            if let Some(reply) = stored.get(common).filter(|t| t.role == Role::Assistant) {
+                return Ok(Step::Replay(reply.clone()));
+            }
         }
         let first_new = memory.len();
         check_new(memory.history().turns(), &turns, first_new)?;
@@ -133,7 +157,7 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
         let sent_by_client: usize = (0..turns.len().min(history.len())).map(|i| history.tokens(i)).sum::<usize>()
             + history.counter().chat_format().reply_priming as usize;
         state.metrics.tokens(sent_by_client, context.total_tokens());
-        Ok(Prepared { messages: context.messages(), reply_at: turns.len() })
+        Ok(Step::Ask(Prepared { messages: context.messages(), reply_at: turns.len() }))
     })
 }
 
@@ -424,41 +448,77 @@ async fn local(
         .await?
     };
     let stored_at = Instant::now();
-    let reply = Turn::new(String::new(), Role::Assistant, generation.text.clone());
+    let stored = Turn::new(String::new(), Role::Assistant, generation.text.clone());
     let at = prepared.reply_at;
     {
         let (state, id) = (state.clone(), id.clone());
         blocking(move || {
-            store_reply(&state, &id, reply, at);
+            store_reply(&state, &id, stored, at);
             Ok(())
         })
         .await?;
     }
     state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
     let finish = if generation.generated_tokens >= max_tokens { "length" } else { "stop" };
+    let usage = json!({"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.generated_tokens,
+        "total_tokens": generation.prompt_tokens + generation.generated_tokens});
+    let reply = Turn::new(String::new(), Role::Assistant, generation.text);
+    Ok(completion(&format!("chatcmpl-{id}-{at}"), &model, &reply, finish, Some(usage), request.stream))
+}
+
+/// A reply Strata has in hand (from the local model, or stored) as a chat completion: one
+/// JSON object, or its events when the client asked for a stream. The whole reply is known
+/// before it is sent, so a stream carries it as one delta.
+fn completion(id: &str, model: &str, reply: &Turn, finish: &str, usage: Option<Value>, stream: bool) -> Response {
     let created = unix_now();
-    let completion_id = format!("chatcmpl-{id}-{at}");
-    if request.stream {
+    let calls = api::wire_messages(&[Message {
+        role: Role::Assistant,
+        name: None,
+        content: String::new(),
+        tool_call_id: None,
+        tool_calls: reply.tool_calls.clone(),
+    }])[0]
+        .get("tool_calls")
+        .cloned();
+    let finish = if calls.is_some() { "tool_calls" } else { finish };
+    if stream {
         let chunk = |delta: Value, finish: Option<&str>| {
-            let v = json!({"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+            let v = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
             format!("data: {v}\n\n")
         };
-        // The engine writes the whole reply before it is sent, so it comes as one delta.
+        let mut delta = json!({"content": reply.content});
+        if let Some(calls) = &calls {
+            let indexed: Vec<Value> = calls
+                .as_array()
+                .into_iter()
+                .flatten()
+                .enumerate()
+                .map(|(i, c)| {
+                    let mut c = c.clone();
+                    c["index"] = json!(i);
+                    c
+                })
+                .collect();
+            delta["tool_calls"] = Value::Array(indexed);
+        }
         let body = [
             chunk(json!({"role": "assistant", "content": ""}), None),
-            chunk(json!({"content": generation.text}), None),
+            chunk(delta, None),
             chunk(json!({}), Some(finish)),
             "data: [DONE]\n\n".to_string(),
         ]
         .concat();
-        return Ok(pass(StatusCode::OK, Some(HeaderValue::from_static("text/event-stream")), Body::from(body)));
+        return pass(StatusCode::OK, Some(HeaderValue::from_static("text/event-stream")), Body::from(body));
     }
-    let v = json!({
-        "id": completion_id, "object": "chat.completion", "created": created, "model": model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": generation.text}, "finish_reason": finish}],
-        "usage": {"prompt_tokens": generation.prompt_tokens, "completion_tokens": generation.generated_tokens,
-            "total_tokens": generation.prompt_tokens + generation.generated_tokens},
-    });
-    Ok(axum::Json(v).into_response())
+    let mut message = json!({"role": "assistant", "content": reply.content});
+    if let Some(calls) = calls {
+        message["tool_calls"] = calls;
+    }
+    let mut v = json!({"id": id, "object": "chat.completion", "created": created, "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}]});
+    if let Some(u) = usage {
+        v["usage"] = u;
+    }
+    axum::Json(v).into_response()
 }

@@ -147,7 +147,7 @@ fn assert_error(status: u16, v: &Value, want: u16, names: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn turns_are_stored_once_and_the_reply_after_them() {
-    let (up, _) = start_upstream().await;
+    let (up, log) = start_upstream().await;
     let s = start(up, |_| {}).await;
     let (status, v) = s.chat("c1", &[("system", "Be brief."), ("user", "hello")]).await;
     assert_eq!(status, 200, "{v}");
@@ -161,8 +161,14 @@ async fn turns_are_stored_once_and_the_reply_after_them() {
     assert_eq!(roles, ["system", "user", "assistant", "user", "assistant"]);
     assert_eq!(stored[1].1, "hello");
     assert_eq!(stored[3].1, "again");
-    // A retry of the same request stores nothing more: its reply is already there.
-    s.chat("c1", &[("system", "Be brief."), ("user", "hello"), ("assistant", &reply), ("user", "again")]).await;
+    // A retry of the same request (its response lost) gets the stored reply, and the
+    // upstream is not asked again: the client's history and the store stay the same.
+    let asked = log.requests.lock().unwrap().len();
+    let (status, v) =
+        s.chat("c1", &[("system", "Be brief."), ("user", "hello"), ("assistant", &reply), ("user", "again")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["choices"][0]["message"]["content"].as_str(), Some(stored[4].1.as_str()));
+    assert_eq!(log.requests.lock().unwrap().len(), asked);
     assert_eq!(s.stored("c1").await.len(), 5);
 }
 
