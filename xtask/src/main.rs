@@ -5,6 +5,7 @@
 
 mod datasets;
 mod models;
+mod serve_e2e;
 mod serve_load;
 mod tidy;
 
@@ -33,7 +34,10 @@ tasks:
                            50 x 40 conversations at once through `strata serve` (target/release/strata)
                            against an upstream that answers at once: latency against the same
                            run sent straight to the upstream; then killed (SIGKILL) halfway and
-                           restarted: no acknowledged turn lost, none in another conversation";
+                           restarted: no acknowledged turn lost, none in another conversation
+  serve-e2e                the openai Python package (a venv under target/) against `strata serve`
+                           in front of llama.cpp's server (llama-cpp-python) and with
+                           --local-model smollm2 (fetches the models)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -62,6 +66,7 @@ fn main() -> Result<()> {
         Some("fetch-models") => models::fetch(&root(), rest),
         Some("long-transcript") => long_transcript(rest),
         Some("serve-load") => serve_load::run(&root(), rest),
+        Some("serve-e2e") => serve_e2e::run(&root(), rest),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

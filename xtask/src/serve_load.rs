@@ -84,7 +84,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let server = Arc::new(Mutex::new(Server::start(&o, &db, &upstream.addr, &work.join("killed.log"))?));
     let base = server.lock().unwrap().base.clone();
     let half = o.conversations * o.turns / 2;
-    let killed = drive(&base, &o, &texts, Some((half, server.clone(), db.clone(), upstream.addr.clone(), work.clone())))?;
+    let killed =
+        drive(&base, &o, &texts, Some((half, server.clone(), db.clone(), upstream.addr.clone(), work.clone())))?;
     report("killed and restarted", &killed);
     let lost_killed = verify(&base, &o, &killed.lists)?;
     server.lock().unwrap().stop();
@@ -96,7 +97,11 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         killed.retries,
         lost + lost_killed
     );
-    ensure!(lost + lost_killed == 0 && cross == 0, "serve-load: {} turns lost, {cross} requests crossed conversations", lost + lost_killed);
+    ensure!(
+        lost + lost_killed == 0 && cross == 0,
+        "serve-load: {} turns lost, {cross} requests crossed conversations",
+        lost + lost_killed
+    );
     Ok(())
 }
 
@@ -325,11 +330,14 @@ fn drive(base: &str, o: &Options, texts: &[String], kill: Option<Kill>) -> Resul
     let started = Instant::now();
     let mut handles = Vec::new();
     for c in 0..o.conversations {
-        let (base, texts, acknowledged, failed) = (base.to_string(), texts.to_vec(), acknowledged.clone(), failed.clone());
+        let (base, texts, acknowledged, failed) =
+            (base.to_string(), texts.to_vec(), acknowledged.clone(), failed.clone());
         let turns = o.turns;
         handles.push(std::thread::spawn(move || -> Result<(Vec<f64>, Vec<Value>, usize)> {
             let agent = ureq::AgentBuilder::new().timeout(Duration::from_secs(60)).build();
-            let mut list = vec![json!({"role": "system", "content": format!("{} You are a helpful assistant.", tag(c, "system"))})];
+            let mut list = vec![
+                json!({"role": "system", "content": format!("{} You are a helpful assistant.", tag(c, "system"))}),
+            ];
             let (mut latencies, mut retries) = (Vec::new(), 0);
             for t in 0..turns {
                 let text = &texts[(c * 7 + t) % texts.len()];
@@ -349,7 +357,9 @@ fn drive(base: &str, o: &Options, texts: &[String], kill: Option<Kill>) -> Resul
                             let v: Value = serde_json::from_str(&r.into_string()?)?;
                             break v["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_string();
                         }
-                        Err(ureq::Error::Transport(_)) if Instant::now() < deadline && !failed.load(Ordering::Relaxed) => {
+                        Err(ureq::Error::Transport(_))
+                            if Instant::now() < deadline && !failed.load(Ordering::Relaxed) =>
+                        {
                             retries += 1;
                             std::thread::sleep(Duration::from_millis(50));
                         }

@@ -499,3 +499,23 @@ fn a_foreign_or_missing_store_is_refused_untouched() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such store"));
     assert!(!dir.path().join("none.db").exists());
 }
+
+#[test]
+fn serve_refuses_to_listen_beyond_loopback_without_a_key_and_bad_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("m.db").display().to_string();
+    let base = ["serve", "--upstream", "http://127.0.0.1:9/v1", "--embedder", "none", "--db", &db];
+    for (extra, names) in [
+        (&["--listen", "0.0.0.0:0"][..], "--api-key-file"),
+        (&["--api-key-file", "/nonexistent/key"][..], "/nonexistent/key"),
+        (&["--recall-share", "1.5"][..], "--recall-share"),
+    ] {
+        let out = strata(&[&base[..], extra].concat());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(names), "{extra:?} should name {names}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    }
+    let out = strata(&["serve", "--upstream", "ftp://x", "--embedder", "none", "--db", &db]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
