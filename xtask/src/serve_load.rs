@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 
+#[derive(Clone)]
 struct Options {
     conversations: usize,
     turns: usize,
@@ -78,6 +79,20 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     }
     let lost = verify(&server.base, &o, &plain.lists)?;
     server.stop();
+
+    // One conversation alone: the added latency without queueing behind the others.
+    let alone = Options { conversations: 1, ..o.clone() };
+    let direct_alone = drive(&format!("http://{}/v1", upstream.addr), &alone, &texts, None)?;
+    let mut server = Server::start(&alone, &work.join("alone.db"), &upstream.addr, &work.join("alone.log"))?;
+    let through_alone = drive(&server.base, &alone, &texts, None)?;
+    server.stop();
+    println!(
+        "one conversation alone: latency p50 {:.1} ms, p95 {:.1} ms through strata serve against {:.2} / {:.2} ms direct",
+        through_alone.percentile(0.50),
+        through_alone.percentile(0.95),
+        direct_alone.percentile(0.50),
+        direct_alone.percentile(0.95)
+    );
 
     // Killed when half the requests are acknowledged, restarted on the same store.
     let db = work.join("killed.db");

@@ -72,6 +72,10 @@ pub(crate) struct Args {
     /// Largest request body, in bytes.
     #[arg(long, default_value_t = 4 << 20, value_name = "BYTES")]
     max_body: usize,
+    /// Conversations held open at once; the one unused longest is closed to make room (it
+    /// reopens from the store).
+    #[arg(long, default_value_t = 256, value_name = "N")]
+    max_open: usize,
 }
 
 /// A key from a file, its surrounding whitespace trimmed; an empty file is refused.
@@ -114,6 +118,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
     config.window = args.context_window;
     config.reply_tokens = args.reply_tokens;
     config.max_body = args.max_body;
+    config.max_open = args.max_open.max(1);
     // The tiers are sized for the budget contexts are built for.
     let nominal = config.budget.unwrap_or_else(|| match &config.backend {
         Backend::Local { window, .. } => config.window.unwrap_or(*window).saturating_sub(args.reply_tokens),

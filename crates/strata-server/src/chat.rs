@@ -215,7 +215,10 @@ struct Upstream {
 
 fn upstream_error(url: &str, timeout: Duration, e: &reqwest::Error) -> ApiError {
     if e.is_timeout() {
-        ApiError::new(StatusCode::GATEWAY_TIMEOUT, format!("upstream {url}: no answer within {}s", timeout.as_secs()))
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("upstream {url}: no answer within {}s", timeout.as_secs_f64()),
+        )
     } else if e.is_connect() {
         ApiError::new(StatusCode::BAD_GATEWAY, format!("upstream {url}: cannot connect ({e})"))
     } else {
@@ -253,13 +256,27 @@ async fn forward(
     if let Some(k) = &upstream.key {
         call = call.bearer_auth(k);
     }
-    let response = call.send().await.map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
+    // The timeout bounds each wait on the upstream (its headers, the body, each chunk of a
+    // stream), not the whole reply: a long stream that keeps coming is not cut.
+    let silent = || {
+        ApiError::new(
+            StatusCode::GATEWAY_TIMEOUT,
+            format!("upstream {url}: no answer within {}s", upstream.timeout.as_secs_f64()),
+        )
+    };
+    let response = tokio::time::timeout(upstream.timeout, call.send())
+        .await
+        .map_err(|_| silent())?
+        .map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
     let status = response.status();
     let content_type = response.headers().get(header::CONTENT_TYPE).cloned();
     if !status.is_success() {
         // The client sees the upstream's own status and error; its turns stay stored.
         state.metrics.failed();
-        let bytes = response.bytes().await.map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
+        let bytes = tokio::time::timeout(upstream.timeout, response.bytes())
+            .await
+            .map_err(|_| silent())?
+            .map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
         if serde_json::from_slice::<Value>(&bytes).is_ok() {
             return Ok(pass(status, content_type, Body::from(bytes)));
         }
@@ -267,7 +284,10 @@ async fn forward(
         return Ok(ApiError::new(status, format!("upstream {url}: {}", text.trim())).into_response());
     }
     if !request.stream {
-        let bytes = response.bytes().await.map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
+        let bytes = tokio::time::timeout(upstream.timeout, response.bytes())
+            .await
+            .map_err(|_| silent())?
+            .map_err(|e| upstream_error(&url, upstream.timeout, &e))?;
         let reply = serde_json::from_slice::<Value>(&bytes).ok().and_then(|v| reply_turn(&v));
         let stored_at = Instant::now();
         if let Some(reply) = reply {
@@ -293,7 +313,19 @@ async fn forward(
         let mut stream = response.bytes_stream();
         let mut sse = SseReply::default();
         let mut client = Some(tx);
-        while let Some(chunk) = stream.next().await {
+        loop {
+            let chunk = match tokio::time::timeout(timeout, stream.next()).await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(_) => {
+                    log(&format!(
+                        "conversation {id}: upstream {url}: the stream stalled for {}s; reply not stored",
+                        timeout.as_secs_f64()
+                    ));
+                    state.metrics.failed();
+                    return;
+                }
+            };
             match chunk {
                 Ok(bytes) => {
                     sse.feed(&bytes);

@@ -75,6 +75,9 @@ pub struct ServeConfig {
     pub memory: MemoryConfig,
     /// Largest request body, in bytes.
     pub max_body: usize,
+    /// Memories held open at once (each has a worker thread); the one unused longest is
+    /// closed to make room.
+    pub max_open: usize,
 }
 
 impl ServeConfig {
@@ -96,6 +99,7 @@ impl ServeConfig {
             reply_tokens: 1024,
             memory,
             max_body: 4 << 20,
+            max_open: 256,
         }
     }
 
@@ -133,7 +137,9 @@ pub struct AppState {
     config: ServeConfig,
     store: Arc<SqliteStore>,
     parts: Parts,
-    memories: Mutex<HashMap<String, Slot>>,
+    /// Open memories by conversation, each with the tick of its last use.
+    memories: Mutex<HashMap<String, (Slot, u64)>>,
+    tick: std::sync::atomic::AtomicU64,
     metrics: Metrics,
     client: reqwest::Client,
     /// One local generation at a time: two would only share the cores.
@@ -155,12 +161,9 @@ impl AppState {
             // would otherwise fail every request.
             store.bind_embedder(e.model_id(), e.dim()).map_err(|e| ServeError::Client(e.to_string()))?;
         }
+        // Waits on the upstream are bounded where they happen (`chat.rs`).
         let client = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
-            .read_timeout(match &config.backend {
-                Backend::Upstream { timeout, .. } => *timeout,
-                Backend::Local { .. } => Duration::from_secs(600),
-            })
             .build()
             .map_err(|e| ServeError::Client(e.to_string()))?;
         let key_digest = config.api_key.as_deref().map(digest);
@@ -169,6 +172,7 @@ impl AppState {
             store,
             parts,
             memories: Mutex::new(HashMap::new()),
+            tick: std::sync::atomic::AtomicU64::new(0),
             metrics: Metrics::default(),
             client,
             local: tokio::sync::Semaphore::new(1),
@@ -176,9 +180,28 @@ impl AppState {
         }))
     }
 
+    /// A conversation's slot. Past `max_open` memories, the one unused longest (and not in use
+    /// now) is closed: its turns, tiers and summaries are in the store, and it is opened again
+    /// when its conversation comes back. Its worker is joined after the map is released.
     fn slot(&self, id: &str) -> Slot {
-        let mut map = self.memories.lock().unwrap_or_else(|p| p.into_inner());
-        map.entry(id.to_string()).or_default().clone()
+        let now = self.tick.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut closed = None;
+        let slot = {
+            let mut map = self.memories.lock().unwrap_or_else(|p| p.into_inner());
+            if !map.contains_key(id) && map.len() >= self.config.max_open {
+                let idle = map
+                    .iter()
+                    .filter(|(_, (slot, _))| Arc::strong_count(slot) == 1)
+                    .min_by_key(|(_, (_, used))| *used)
+                    .map(|(k, _)| k.clone());
+                closed = idle.and_then(|k| map.remove(&k));
+            }
+            let entry = map.entry(id.to_string()).or_insert_with(|| (Slot::default(), now));
+            entry.1 = now;
+            entry.0.clone()
+        };
+        drop(closed);
+        slot
     }
 
     /// Runs `f` on a conversation's memory, opening it from the store on first use. Blocking:
@@ -199,19 +222,18 @@ impl AppState {
 
     /// Whether a conversation exists: open here, or stored by this or an earlier run.
     fn exists(&self, id: &str) -> Result<bool, ApiError> {
-        let open = self
-            .memories
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(id)
-            .is_some_and(|s| s.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|m| !m.is_empty()));
+        let open =
+            self.memories.lock().unwrap_or_else(|p| p.into_inner()).get(id).is_some_and(|(s, _)| {
+                s.lock().unwrap_or_else(|p| p.into_inner()).as_ref().is_some_and(|m| !m.is_empty())
+            });
         Ok(open || self.store.conversations().map_err(|e| internal(e.to_string()))?.iter().any(|c| c == id))
     }
 
     /// Open conversations and the summaries they have pending (a memory busy with a request
     /// is skipped rather than waited for).
     fn census(&self) -> (usize, usize) {
-        let slots: Vec<Slot> = self.memories.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        let slots: Vec<Slot> =
+            self.memories.lock().unwrap_or_else(|p| p.into_inner()).values().map(|(s, _)| s.clone()).collect();
         let pending =
             slots.iter().filter_map(|s| s.try_lock().ok().and_then(|m| m.as_ref().map(Memory::pending))).sum();
         (slots.len(), pending)

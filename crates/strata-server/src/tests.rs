@@ -20,6 +20,8 @@ struct Upstream {
     requests: Mutex<Vec<Value>>,
     /// Answer with this status and body instead of a completion.
     fail: Mutex<Option<(u16, String)>>,
+    /// Wait this long before answering.
+    delay: Mutex<Option<Duration>>,
 }
 
 /// The reply echoes how many messages the upstream got, so a test can tell replies apart.
@@ -48,6 +50,10 @@ async fn start_upstream() -> (SocketAddr, Arc<Upstream>) {
                         let n = v["messages"].as_array().map_or(0, Vec::len);
                         let stream = v["stream"] == json!(true);
                         up.requests.lock().unwrap().push(v);
+                        let delay = *up.delay.lock().unwrap();
+                        if let Some(d) = delay {
+                            tokio::time::sleep(d).await;
+                        }
                         if let Some((status, body)) = up.fail.lock().unwrap().clone() {
                             return (axum::http::StatusCode::from_u16(status).unwrap(), body).into_response();
                         }
@@ -72,6 +78,7 @@ fn counter() -> Arc<dyn TokenCounter> {
 
 struct Running {
     base: String,
+    state: Arc<AppState>,
     client: reqwest::Client,
 }
 
@@ -90,8 +97,8 @@ async fn start(upstream: SocketAddr, tweak: impl FnOnce(&mut ServeConfig)) -> Ru
     let state = AppState::new(config, store, Parts { counter: counter(), embedder: None, generator: None }).unwrap();
     let listener = bind(&state.config).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(serve(listener, state));
-    Running { base, client: reqwest::Client::new() }
+    tokio::spawn(serve(listener, state.clone()));
+    Running { base, state, client: reqwest::Client::new() }
 }
 
 impl Running {
@@ -430,4 +437,35 @@ fn the_conversation_rule() {
     assert_ne!(api::conversation_id(None, &req(None, "s2", "q")).unwrap(), h);
     assert_ne!(api::conversation_id(None, &req(None, "s", "q2")).unwrap(), h);
     assert!(!api::valid_id("") && !api::valid_id("a/b") && !api::valid_id(&"x".repeat(129)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_the_open_limit_the_idle_memory_closes_and_reopens_from_the_store() {
+    let (up, _) = start_upstream().await;
+    let s = start(up, |c| c.max_open = 2).await;
+    for id in ["x1", "x2", "x3"] {
+        assert_eq!(s.chat(id, &[("user", &format!("I am {id}"))]).await.0, 200);
+    }
+    assert_eq!(s.state.census().0, 2);
+    // x1 was closed; it comes back with its turns and goes on.
+    let stored = s.stored("x1").await;
+    assert_eq!(stored.len(), 2);
+    let (status, _) = s.chat("x1", &[("user", "I am x1"), ("assistant", &stored[1].1), ("user", "still here")]).await;
+    assert_eq!(status, 200);
+    assert_eq!(s.stored("x1").await.len(), 4);
+    assert_eq!(s.state.census().0, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_stays_silent_gets_a_504_and_the_turn_stays_stored() {
+    let (up, log) = start_upstream().await;
+    let s = start(up, |c| {
+        c.backend =
+            Backend::Upstream { base: format!("http://{up}/v1"), key: None, timeout: Duration::from_millis(300) }
+    })
+    .await;
+    *log.delay.lock().unwrap() = Some(Duration::from_secs(3));
+    let (status, v) = s.chat("slow", &[("user", "take your time")]).await;
+    assert_error(status, &v, 504, "no answer within");
+    assert_eq!(s.stored("slow").await, [("user".into(), "take your time".into())]);
 }

@@ -268,6 +268,35 @@ fn a_question_recalls_the_turns_that_answer_it() {
 }
 
 #[test]
+fn keep_newest_sends_the_message_being_answered_however_much_recall_wants() {
+    // The newest turn asks the question; recall's 90% share would leave it out.
+    let mut turns = day();
+    let last = turns.last().unwrap().timestamp;
+    let mut q =
+        Turn::new("q", Role::User, "Which lexer file had the unicode identifier bug, and what was the test called?");
+    q.timestamp = last;
+    turns.push(q);
+    for keep in [false, true] {
+        let mut c = config(120);
+        c.layout.keep_newest = keep;
+        let mut m = Memory::open(c, parts(None)).unwrap();
+        for t in turns.clone() {
+            m.push(t).unwrap();
+        }
+        let ctx = m.context(120, Some(turns.last().unwrap().content.as_str())).unwrap();
+        assert!(ctx.total_tokens() <= 120);
+        let last = ctx.blocks.last().unwrap();
+        let newest_last = last.kind == BlockKind::VerbatimTurn && last.source_ids == ["q"];
+        assert_eq!(
+            newest_last,
+            keep,
+            "keep_newest {keep}: {:?}",
+            ctx.blocks.iter().map(|b| (&b.kind, &b.source_ids)).collect::<Vec<_>>()
+        );
+    }
+}
+
+#[test]
 fn recall_never_crosses_conversations_sharing_a_store() {
     let store = Arc::new(strata_store::SqliteStore::in_memory().unwrap());
     let mut a = Memory::with_store(store.clone(), config(2000), parts(None)).unwrap();
