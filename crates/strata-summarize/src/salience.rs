@@ -128,6 +128,32 @@ pub struct Salience {
     candidates: Vec<Candidate>,
     /// Sentences of at least this many words are candidates clause by clause (0: never).
     clause_words: usize,
+    /// What the counter said about candidates and words, kept across selections: a live
+    /// memory selects at every turn from nearly the same candidates.
+    memo: Memo,
+}
+
+/// Token counts of candidates (by index) and rarities of words, for one counter.
+#[derive(Debug, Default, Clone)]
+struct MemoInner {
+    counter: String,
+    cost: Vec<Option<usize>>,
+    rarity: BTreeMap<String, Option<f32>>,
+}
+
+#[derive(Debug, Default)]
+struct Memo(std::sync::Mutex<MemoInner>);
+
+impl Clone for Memo {
+    fn clone(&self) -> Memo {
+        Memo(std::sync::Mutex::new(self.lock().clone()))
+    }
+}
+
+impl Memo {
+    fn lock(&self) -> std::sync::MutexGuard<'_, MemoInner> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// A block of salient sentences: its text and the ids of the turns it quotes.
@@ -200,6 +226,11 @@ impl Salience {
         if heading >= allowance {
             return None;
         }
+        let mut memo = self.memo.lock();
+        if memo.counter != counter.name() {
+            *memo = MemoInner { counter: counter.name().to_string(), ..MemoInner::default() };
+        }
+        memo.cost.resize(self.candidates.len(), None);
         let pool: Vec<(usize, &Candidate)> = self
             .candidates
             .iter()
@@ -209,7 +240,7 @@ impl Salience {
         // Rarity per distinct word, asked of the tokenizer once per selection, and only when
         // it weighs anything.
         let b = config.background as f32;
-        let mut rarity: BTreeMap<&str, f32> = BTreeMap::new();
+        let rarity = &mut memo.rarity;
         let idf: Vec<Vec<f32>> = pool
             .iter()
             .map(|(_, c)| {
@@ -219,9 +250,11 @@ impl Salience {
                         let weight = if b == 0.0 {
                             1.0
                         } else {
-                            *rarity
-                                .entry(w.as_str())
-                                .or_insert_with(|| counter.rarity(w).map_or(1.0, |r| 1.0 - b + b * r.clamp(0.0, 1.0)))
+                            let r = match rarity.get(w.as_str()) {
+                                Some(r) => *r,
+                                None => *rarity.entry(w.clone()).or_insert(counter.rarity(w)),
+                            };
+                            r.map_or(1.0, |r| 1.0 - b + b * r.clamp(0.0, 1.0))
                         };
                         self.idf(w) * weight
                     })
@@ -258,7 +291,8 @@ impl Salience {
             // What the sentence adds to the rendered block: itself, its turn's speaker when
             // the turn has no line yet, and the day's date line when the day has none.
             let turn = &turns[c.turn];
-            let mut cost = counter.count(&c.text) + 1;
+            let own = *memo.cost[pool[i].0].get_or_insert_with(|| counter.count(&c.text));
+            let mut cost = own + 1;
             if let Some(note) = &notes[i] {
                 cost += counter.count(note) + 1;
             }
