@@ -49,7 +49,7 @@ fn wait_for(url: &str, what: &str, child: &mut Child, log: &Path, limit: Duratio
 
 fn spawn_logged(cmd: &mut Command, log: &Path) -> Result<Child> {
     let out = std::fs::File::create(log)?;
-    Ok(cmd.stdout(out.try_clone()?).stderr(out).spawn().with_context(|| format!("{cmd:?}"))?)
+    cmd.stdout(out.try_clone()?).stderr(out).spawn().with_context(|| format!("{cmd:?}"))
 }
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
