@@ -469,3 +469,47 @@ async fn an_upstream_that_stays_silent_gets_a_504_and_the_turn_stays_stored() {
     assert_error(status, &v, 504, "no answer within");
     assert_eq!(s.stored("slow").await, [("user".into(), "take your time".into())]);
 }
+
+/// A local model stand-in: it answers with the last message it was shown, reversed.
+struct Mirror;
+
+impl strata_core::Generator for Mirror {
+    fn model_id(&self) -> &str {
+        "mirror"
+    }
+    fn generate(
+        &self,
+        request: &strata_core::GenerateRequest,
+    ) -> Result<strata_core::Generation, strata_core::GenerateError> {
+        let last = request.messages.last().map_or(String::new(), |m| m.content.chars().rev().collect());
+        Ok(strata_core::Generation { text: last, prompt_tokens: 10, generated_tokens: 3 })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_model_answers_plain_and_streamed_and_its_replies_are_stored() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let s = start(unused, |c| c.backend = Backend::Local { generator: Arc::new(Mirror), window: 2048 }).await;
+    let (status, v) = s.chat("loc", &[("user", "abc")]).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["choices"][0]["message"]["content"], "cba");
+    assert_eq!(v["usage"]["total_tokens"], 13);
+    assert_eq!(v["model"], "mirror");
+    let body = json!({"model": "x", "stream": true, "messages": [
+        {"role": "user", "content": "abc"}, {"role": "assistant", "content": "cba"}, {"role": "user", "content": "xyz"}]});
+    let r = s
+        .client
+        .post(format!("{}/v1/chat/completions", s.base))
+        .header("X-Strata-Conversation", "loc")
+        .body(serde_json::to_vec(&body).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let mut sse = SseReply::default();
+    sse.feed(r.text().await.unwrap().as_bytes());
+    assert_eq!(sse.finish().map(|t| t.content), Some("zyx".to_string()));
+    assert_eq!(s.stored("loc").await.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>(), ["abc", "cba", "xyz", "zyx"]);
+    let (status, v) = s.get("/v1/models").await;
+    assert_eq!((status, v["data"][0]["id"].as_str()), (200, Some("mirror")));
+}
