@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use strata::Parts;
 use strata_server::{Backend, ServeConfig};
-use strata_store::SqliteStore;
+use strata_store::{MemoryStore, PgStore, SqliteStore};
 
 use crate::BadInput;
 
@@ -37,6 +37,10 @@ pub(crate) struct Args {
     /// The store (SQLite), created if absent; conversations survive restarts in it.
     #[arg(long, default_value = "strata-memory.db", value_name = "PATH")]
     db: PathBuf,
+    /// Store on PostgreSQL instead (`host=... dbname=... user=...` or a postgres:// URL), for
+    /// several servers behind a load balancer sharing one database.
+    #[arg(long, value_name = "PARAMS", conflicts_with = "db")]
+    pg: Option<String>,
     /// Tokens in every context sent to the model [default: the model's window less the
     /// request's max_tokens, or less --reply-tokens when it sets none].
     #[arg(long)]
@@ -133,18 +137,23 @@ pub(crate) fn run(args: Args) -> Result<String> {
     memory.layout.recall = args.recall_share;
     config.memory = memory;
 
-    let store = Arc::new(SqliteStore::open(&args.db)?);
+    let store: Arc<dyn MemoryStore> = match &args.pg {
+        Some(params) => Arc::new(PgStore::connect(params)?),
+        None => Arc::new(SqliteStore::open(&args.db)?),
+    };
+    let bound = store.embedder()?.map(|(model, _)| model);
     let embedder = match args.embedder.as_deref() {
         Some("none") => None,
         Some(name) => Some(crate::models::embedder(name, &models)?),
-        None => match store.embedder()? {
-            Some((model, _)) => Some(crate::models::embedder(model.split('+').next().unwrap_or("minilm"), &models)?),
-            None => Some(crate::models::embedder("minilm", &models)?),
-        },
+        // Model ids are the model's folder name (with `+int8` for 8-bit vectors).
+        None => Some(crate::models::embedder(
+            bound.as_deref().and_then(|m| m.split('+').next()).unwrap_or("minilm"),
+            &models,
+        )?),
     };
     let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
     let parts = Parts { counter: strata_tokens::from_spec(&args.tokenizer)?, embedder, generator };
-    let db = args.db.display().to_string();
+    let db = store.location().to_string();
     strata_server::run(config, store, parts, |addr| {
         #[allow(clippy::print_stderr)]
         {

@@ -22,7 +22,7 @@ use axum::Router;
 use sha2::{Digest, Sha256};
 use strata::{Clock, Memory, MemoryConfig, Parts};
 use strata_core::Generator;
-use strata_store::SqliteStore;
+use strata_store::MemoryStore;
 
 pub mod api;
 mod chat;
@@ -135,7 +135,7 @@ type Slot = Arc<Mutex<Option<Memory>>>;
 /// What every handler shares.
 pub struct AppState {
     config: ServeConfig,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn MemoryStore>,
     parts: Parts,
     /// Open memories by conversation, each with the tick of its last use.
     memories: Mutex<HashMap<String, (Slot, u64)>>,
@@ -155,7 +155,7 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    pub fn new(config: ServeConfig, store: Arc<SqliteStore>, parts: Parts) -> Result<Arc<AppState>, ServeError> {
+    pub fn new(config: ServeConfig, store: Arc<dyn MemoryStore>, parts: Parts) -> Result<Arc<AppState>, ServeError> {
         if let Some(e) = &parts.embedder {
             // Checked here and not at the first request: a store written by another model
             // would otherwise fail every request.
@@ -209,6 +209,14 @@ impl AppState {
     fn with_memory<T>(&self, id: &str, f: impl FnOnce(&mut Memory) -> Result<T, ApiError>) -> Result<T, ApiError> {
         let slot = self.slot(id);
         let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
+        // Another server sharing the store (PostgreSQL behind a load balancer) may have added
+        // turns since this one last saw the conversation: then it is read again.
+        if let Some(m) = guard.as_ref() {
+            let stored = self.store.len(id).map_err(|e| internal(format!("conversation {id}: {e}")))?;
+            if stored != m.len() as u64 {
+                *guard = None;
+            }
+        }
         if guard.is_none() {
             let mut config = self.config.memory.clone();
             config.conversation = id.to_string();
@@ -330,7 +338,7 @@ async fn shutdown() {
 /// not async. `ready` is called with the bound address before the first request is taken.
 pub fn run(
     config: ServeConfig,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn MemoryStore>,
     parts: Parts,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {

@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 use serde_json::{json, Value};
 use strata::Parts;
 use strata_core::{Role, TokenCounter};
-use strata_store::SqliteStore;
+use strata_store::{MemoryStore, SqliteStore};
 
 use super::*;
 use crate::chat::SseReply;
@@ -83,6 +83,10 @@ struct Running {
 }
 
 async fn start(upstream: SocketAddr, tweak: impl FnOnce(&mut ServeConfig)) -> Running {
+    start_on(upstream, Arc::new(SqliteStore::in_memory().unwrap()), tweak).await
+}
+
+async fn start_on(upstream: SocketAddr, store: Arc<dyn MemoryStore>, tweak: impl FnOnce(&mut ServeConfig)) -> Running {
     let mut config = ServeConfig::new(Backend::Upstream {
         base: format!("http://{upstream}/v1"),
         key: None,
@@ -93,7 +97,6 @@ async fn start(upstream: SocketAddr, tweak: impl FnOnce(&mut ServeConfig)) -> Ru
         strata::MemoryConfig { layout: config.memory.layout.clone(), ..strata::MemoryConfig::for_budget("", 300) };
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     tweak(&mut config);
-    let store = Arc::new(SqliteStore::in_memory().unwrap());
     let state = AppState::new(config, store, Parts { counter: counter(), embedder: None, generator: None }).unwrap();
     let listener = bind(&state.config).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -512,4 +515,44 @@ async fn a_local_model_answers_plain_and_streamed_and_its_replies_are_stored() {
     assert_eq!(s.stored("loc").await.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>(), ["abc", "cba", "xyz", "zyx"]);
     let (status, v) = s.get("/v1/models").await;
     assert_eq!((status, v["data"][0]["id"].as_str()), (200, Some("mirror")));
+}
+
+/// Connection parameters of a fresh, empty database on the server `STRATA_PG` names.
+fn fresh_pg_database() -> String {
+    let admin = std::env::var("STRATA_PG").expect("STRATA_PG must name a PostgreSQL server; .ci/run starts one");
+    let name = format!("strata_serve_test_{}", std::process::id());
+    let mut client = postgres::Client::connect(&admin, postgres::NoTls).expect("connecting to STRATA_PG");
+    client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).expect("dropping an old test database");
+    client.batch_execute(&format!("CREATE DATABASE {name}")).expect("creating the test database");
+    format!("{admin} dbname={name}")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a PostgreSQL server named by STRATA_PG; .ci/run runs it with --ignored"]
+async fn pg_two_servers_behind_a_balancer_share_one_conversation() {
+    let params = tokio::task::spawn_blocking(fresh_pg_database).await.unwrap();
+    let (up, _) = start_upstream().await;
+    let mut servers = Vec::new();
+    for _ in 0..2 {
+        let params = params.clone();
+        // Connecting blocks: off the async threads.
+        let store =
+            tokio::task::spawn_blocking(move || strata_store::PgStore::connect(&params).unwrap()).await.unwrap();
+        servers.push(start_on(up, Arc::new(store), |_| {}).await);
+    }
+    let (a, b) = (&servers[0], &servers[1]);
+    let mut list: Vec<(String, String)> = Vec::new();
+    // The balancer alternates: each server gets every other request of the one conversation.
+    for (i, s) in [a, b, a, b].into_iter().enumerate() {
+        list.push(("user".into(), format!("message {i}: the {} sends its regards", ["owl", "fox", "elk", "yak"][i])));
+        let refs: Vec<(&str, &str)> = list.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+        let (status, v) = s.chat("shared", &refs).await;
+        assert_eq!(status, 200, "request {i}: {v}");
+        list.push(("assistant".into(), v["choices"][0]["message"]["content"].as_str().unwrap().to_string()));
+    }
+    for s in [a, b] {
+        assert_eq!(s.stored("shared").await, list);
+    }
+    let (_, v) = a.get("/v1/conversations/shared/context?budget=300").await;
+    assert!(serde_json::to_string(&v["messages"]).unwrap().contains("yak"), "{v}");
 }

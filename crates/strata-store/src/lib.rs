@@ -9,9 +9,11 @@
 //! and never modified.
 //!
 //! `PgStore` (feature `postgres`) is the same store on a PostgreSQL server, for deployments
-//! where many stateless servers share one store.
+//! where many stateless servers share one store. The tiered memory runs on either through
+//! [`MemoryStore`].
 
 mod lexical;
+mod memory_store;
 #[cfg(feature = "postgres")]
 mod pg;
 mod schema;
@@ -19,6 +21,7 @@ mod search;
 mod sqlite;
 mod vectors;
 
+pub use memory_store::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use pg::{PgStore, PG_SCHEMA_VERSION};
 pub use schema::SCHEMA_VERSION;

@@ -7,9 +7,10 @@
 use std::sync::Mutex;
 
 use postgres::{Client, NoTls};
-use strata_core::{Hit, RecallQuery, Store, StoreError, Timestamp, Turn};
+use strata_core::{Hit, RecallQuery, Store, StoreError, Tier, Timestamp, Turn};
 
 use crate::search::{self, TurnVectors};
+use crate::{MemoryStore, StoredSummary};
 
 /// Each entry takes the schema from version `i` to `i + 1`; never edit a published one.
 const MIGRATIONS: &[&str] = &[
@@ -33,6 +34,27 @@ const MIGRATIONS: &[&str] = &[
     "
     -- The vectors of a turn's sentences, end to end (as SQLite's `vectors.sentences`).
     ALTER TABLE strata_turns ADD COLUMN sentences real[];
+",
+    "
+    -- What the tiered memory keeps beside the turns: the embedding model, tiers, summaries.
+    CREATE TABLE strata_meta (key text PRIMARY KEY, value text NOT NULL);
+    CREATE TABLE strata_tiers (
+        conversation bigint NOT NULL REFERENCES strata_conversations(id),
+        seq bigint NOT NULL,
+        tier text NOT NULL,
+        PRIMARY KEY (conversation, seq)
+    );
+    CREATE TABLE strata_summaries (
+        id bigserial PRIMARY KEY,
+        conversation bigint NOT NULL REFERENCES strata_conversations(id),
+        level text NOT NULL,
+        first_seq bigint NOT NULL,
+        last_seq bigint NOT NULL,
+        model text NOT NULL,
+        text text NOT NULL,
+        sources text NOT NULL
+    );
+    CREATE INDEX strata_summaries_span ON strata_summaries (conversation, first_seq);
 ",
 ];
 
@@ -72,6 +94,18 @@ impl PgStore {
             .map_err(|e| StoreError::Backend { location: location.clone(), message: e.to_string() })?;
         migrate(&mut client, &location)?;
         Ok(PgStore { location, client: Mutex::new(client) })
+    }
+
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The conversation's row id, created if absent.
+    fn ensure_conversation(&self, client: &mut Client, name: &str) -> Result<i64, StoreError> {
+        client
+            .execute("INSERT INTO strata_conversations (name) VALUES ($1) ON CONFLICT DO NOTHING", &[&name])
+            .map_err(|e| self.err(e))?;
+        Ok(self.conversation_id(client, name)?.expect("inserted above"))
     }
 
     fn err(&self, e: postgres::Error) -> StoreError {
@@ -235,6 +269,207 @@ impl PgStore {
             location: self.location.clone(),
             message: format!("conversation {conversation}: turn at position {seq}: {e}"),
         })
+    }
+}
+
+impl MemoryStore for PgStore {
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn append_with(
+        &self,
+        conversation: &str,
+        turn: &Turn,
+        vectors: Option<TurnVectors<'_>>,
+    ) -> Result<u64, StoreError> {
+        PgStore::append_with(self, conversation, turn, vectors)
+    }
+
+    fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
+        let mut client = self.client();
+        let mut tx = client.transaction().map_err(|e| self.err(e))?;
+        // Servers binding at once: the first one's model wins, the others compare with it.
+        tx.execute("LOCK TABLE strata_meta IN EXCLUSIVE MODE", &[]).map_err(|e| self.err(e))?;
+        let stored: Option<String> = tx
+            .query_opt("SELECT value FROM strata_meta WHERE key = 'embedder.model'", &[])
+            .map_err(|e| self.err(e))?
+            .map(|r| r.get(0));
+        match stored {
+            Some(stored) if stored == model => return Ok(()),
+            Some(stored) => {
+                return Err(StoreError::OtherEmbedder {
+                    location: self.location.clone(),
+                    stored,
+                    given: model.to_string(),
+                })
+            }
+            None => {}
+        }
+        let found: Option<i32> = tx
+            .query_opt("SELECT array_length(vector, 1) FROM strata_turns WHERE vector IS NOT NULL LIMIT 1", &[])
+            .map_err(|e| self.err(e))?
+            .and_then(|r| r.get(0));
+        if let Some(found) = found.filter(|&n| n as usize != dim) {
+            return Err(StoreError::OtherEmbedder {
+                location: self.location.clone(),
+                stored: format!("an unrecorded model of {found} dimensions"),
+                given: format!("{model} ({dim} dimensions)"),
+            });
+        }
+        for (key, value) in [("embedder.model", model.to_string()), ("embedder.dim", dim.to_string())] {
+            tx.execute("INSERT INTO strata_meta (key, value) VALUES ($1, $2)", &[&key, &value])
+                .map_err(|e| self.err(e))?;
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    fn embedder(&self) -> Result<Option<(String, usize)>, StoreError> {
+        let rows = self
+            .client()
+            .query("SELECT key, value FROM strata_meta WHERE key IN ('embedder.model', 'embedder.dim')", &[])
+            .map_err(|e| self.err(e))?;
+        let get = |key: &str| rows.iter().find(|r| r.get::<_, String>(0) == key).map(|r| r.get::<_, String>(1));
+        match (get("embedder.model"), get("embedder.dim")) {
+            (Some(model), Some(dim)) => {
+                let dim = dim.parse().map_err(|_| StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("strata_meta embedder.dim is {dim:?}, not a number"),
+                })?;
+                Ok(Some((model, dim)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn conversations(&self) -> Result<Vec<String>, StoreError> {
+        PgStore::conversations(self)
+    }
+
+    fn len(&self, conversation: &str) -> Result<u64, StoreError> {
+        let n: i64 = self
+            .client()
+            .query_one(
+                "SELECT count(*) FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
+                 WHERE c.name = $1",
+                &[&conversation],
+            )
+            .map_err(|e| self.err(e))?
+            .get(0);
+        Ok(n as u64)
+    }
+
+    fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT t.vector FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
+                 WHERE c.name = $1 ORDER BY t.seq",
+                &[&conversation],
+            )
+            .map_err(|e| self.err(e))?;
+        // As the SQLite store gives them back, so a memory detects the same topics on both.
+        Ok(rows
+            .iter()
+            .map(|r| r.get::<_, Option<Vec<f32>>>(0).map(|v| search::as_stored(&v)).unwrap_or_default())
+            .collect())
+    }
+
+    fn put_summary(&self, conversation: &str, summary: &StoredSummary) -> Result<(), StoreError> {
+        let mut client = self.client();
+        let conv = self.ensure_conversation(&mut client, conversation)?;
+        let sources = serde_json::to_string(&summary.sources).expect("strings serialise");
+        client
+            .execute(
+                "INSERT INTO strata_summaries (conversation, level, first_seq, last_seq, model, text, sources)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                &[
+                    &conv,
+                    &summary.level,
+                    &(summary.first_seq as i64),
+                    &(summary.last_seq as i64),
+                    &summary.model,
+                    &summary.text,
+                    &sources,
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT s.level, s.first_seq, s.last_seq, s.model, s.text, s.sources
+                 FROM strata_summaries s JOIN strata_conversations c ON c.id = s.conversation
+                 WHERE c.name = $1 ORDER BY s.first_seq, s.last_seq, s.id",
+                &[&conversation],
+            )
+            .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                let (first, last): (i64, i64) = (r.get(1), r.get(2));
+                let sources: String = r.get(5);
+                let sources = serde_json::from_str(&sources).map_err(|e| StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: summary of positions {first}-{last}: {e}"),
+                })?;
+                Ok(StoredSummary {
+                    level: r.get(0),
+                    first_seq: first as u64,
+                    last_seq: last as u64,
+                    model: r.get(3),
+                    text: r.get(4),
+                    sources,
+                })
+            })
+            .collect()
+    }
+
+    fn set_tiers(&self, conversation: &str, from: u64, tiers: &[Tier]) -> Result<(), StoreError> {
+        let mut client = self.client();
+        let conv = self.ensure_conversation(&mut client, conversation)?;
+        let seqs: Vec<i64> = (0..tiers.len()).map(|i| (from + i as u64) as i64).collect();
+        let names: Vec<&str> = tiers.iter().map(|t| t.as_str()).collect();
+        // One statement for the whole run of tiers.
+        client
+            .execute(
+                "INSERT INTO strata_tiers (conversation, seq, tier)
+                 SELECT $1, s, t FROM unnest($2::bigint[], $3::text[]) AS u(s, t)
+                 ON CONFLICT (conversation, seq) DO UPDATE SET tier = excluded.tier",
+                &[&conv, &seqs, &names],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError> {
+        let rows = self
+            .client()
+            .query(
+                "SELECT t.seq, r.tier FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
+                 LEFT JOIN strata_tiers r ON r.conversation = t.conversation AND r.seq = t.seq
+                 WHERE c.name = $1 ORDER BY t.seq",
+                &[&conversation],
+            )
+            .map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                let seq: i64 = r.get(0);
+                match r.get::<_, Option<String>>(1) {
+                    None => Ok(Tier::Hot),
+                    Some(name) => Tier::parse(&name).ok_or_else(|| StoreError::Corrupt {
+                        location: self.location.clone(),
+                        message: format!("conversation {conversation}: turn at position {seq} has tier `{name}`"),
+                    }),
+                }
+            })
+            .collect()
+    }
+
+    fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<search::Ranked>, StoreError> {
+        PgStore::search_ranked(self, conversation, query)
     }
 }
 

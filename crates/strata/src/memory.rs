@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use strata_core::{
-    EmbedError, Embedder, Generator, History, HistoryError, Hit, RecallQuery, Store, StoreError, Summary, Tier,
-    Timestamp, TokenCounter, Turn,
+    EmbedError, Embedder, Generator, History, HistoryError, Hit, RecallQuery, StoreError, Summary, Tier, Timestamp,
+    TokenCounter, Turn,
 };
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
-use strata_store::{SqliteStore, TurnVectors};
+use strata_store::{MemoryStore, SqliteStore, TurnVectors};
 use strata_strategies::TieredConfig;
 use strata_summarize::{ExtractiveConfig, Registry, Salience, SummaryConfig};
 use strata_topic::{TopicConfig, Tracker};
@@ -143,7 +143,7 @@ type TurnEmbedding = (Option<Vec<f32>>, Vec<Vec<f32>>);
 pub struct Memory {
     config: MemoryConfig,
     parts: Parts,
-    store: Arc<SqliteStore>,
+    store: Arc<dyn MemoryStore>,
     history: History,
     /// Topic starts, followed turn by turn (it keeps the newest vectors it needs; the store
     /// holds them all).
@@ -200,7 +200,7 @@ impl Memory {
     }
 
     /// Like [`Memory::open`] over a store shared with other memories.
-    pub fn with_store(store: Arc<SqliteStore>, config: MemoryConfig, parts: Parts) -> Result<Memory, MemoryError> {
+    pub fn with_store(store: Arc<dyn MemoryStore>, config: MemoryConfig, parts: Parts) -> Result<Memory, MemoryError> {
         // A store searched with another model's vectors would rank by noise: refused.
         if let Some(e) = &parts.embedder {
             store.bind_embedder(e.model_id(), e.dim())?;
@@ -302,7 +302,7 @@ impl Memory {
         &self.spans
     }
 
-    pub fn store(&self) -> &Arc<SqliteStore> {
+    pub fn store(&self) -> &Arc<dyn MemoryStore> {
         &self.store
     }
 
@@ -516,7 +516,7 @@ impl Memory {
             .filter(|_| self.phrases_on() && self.phrases.len() == self.history.len())
             .map(|q| (weight, self.phrases.scores(q, self.config.recall.depth)));
         recall::rank(
-            &self.store,
+            self.store.as_ref(),
             &self.config.conversation,
             self.history.turns(),
             &self.grouping,

@@ -16,7 +16,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use strata_core::{RecallQuery, Role, Turn};
-use strata_store::SqliteStore;
+use strata_store::MemoryStore;
 use strata_text::is_stopword;
 
 use crate::memory::MemoryError;
@@ -135,7 +135,7 @@ pub(crate) fn content_words(question: &str, turns: &[Turn]) -> Option<String> {
 /// the same way.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rank(
-    store: &SqliteStore,
+    store: &dyn MemoryStore,
     conversation: &str,
     turns: &[Turn],
     grouping: &Grouping,

@@ -7,7 +7,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use strata_core::{Generator, Summary, SummaryLevel, Tier, TokenCounter, Turn};
-use strata_store::{SqliteStore, StoredSummary};
+use strata_store::{MemoryStore, StoredSummary};
 use strata_summarize::SummaryConfig;
 
 /// A span of turns in one tier: positions `start..end`.
@@ -64,7 +64,7 @@ impl std::fmt::Debug for Worker {
 }
 
 pub(crate) struct Context {
-    pub(crate) store: Arc<SqliteStore>,
+    pub(crate) store: Arc<dyn MemoryStore>,
     pub(crate) conversation: String,
     pub(crate) generator: Option<Arc<dyn Generator>>,
     pub(crate) counter: Arc<dyn TokenCounter>,

@@ -1,0 +1,81 @@
+//! `MemoryStore`: what the tiered memory needs of a store beyond the [`Store`] seam (vectors,
+//! tiers, summaries, the fused ranking), so that it runs on SQLite or on PostgreSQL alike.
+
+use strata_core::{RecallQuery, Store, StoreError, Tier, Turn};
+
+use crate::search::{Ranked, TurnVectors};
+use crate::sqlite::{SqliteStore, StoredSummary};
+
+/// A store the memory can live on. Every method is scoped to one conversation.
+pub trait MemoryStore: Store {
+    /// Where the store is, for messages (never a password).
+    fn location(&self) -> &str;
+    /// Stores a turn and its vectors in one transaction; returns its position.
+    fn append_with(&self, conversation: &str, turn: &Turn, vectors: Option<TurnVectors<'_>>)
+        -> Result<u64, StoreError>;
+    /// Refuses ([`StoreError::OtherEmbedder`]) a model other than the one whose vectors the
+    /// store holds; binds the store to `model` when it holds none.
+    fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError>;
+    /// The embedding model the store is bound to, and its vectors' length.
+    fn embedder(&self) -> Result<Option<(String, usize)>, StoreError>;
+    /// The stored conversations' ids, sorted.
+    fn conversations(&self) -> Result<Vec<String>, StoreError>;
+    /// How many turns a conversation has stored.
+    fn len(&self, conversation: &str) -> Result<u64, StoreError>;
+    /// Each turn's whole-text vector in order, as [`crate::as_stored`] gives it (empty for a
+    /// turn stored without one).
+    fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError>;
+    fn put_summary(&self, conversation: &str, summary: &StoredSummary) -> Result<(), StoreError>;
+    /// A conversation's summaries, oldest span first.
+    fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError>;
+    /// Records the tiers of the turns at positions `from..from + tiers.len()`.
+    fn set_tiers(&self, conversation: &str, from: u64, tiers: &[Tier]) -> Result<(), StoreError>;
+    /// The recorded tier of every turn, in order; turns never planned are hot.
+    fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError>;
+    /// The conversation's turns ranked for `query`, lexical and dense rankings fused.
+    fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError>;
+}
+
+impl MemoryStore for SqliteStore {
+    fn location(&self) -> &str {
+        SqliteStore::location(self)
+    }
+    fn append_with(
+        &self,
+        conversation: &str,
+        turn: &Turn,
+        vectors: Option<TurnVectors<'_>>,
+    ) -> Result<u64, StoreError> {
+        SqliteStore::append_with(self, conversation, turn, vectors)
+    }
+    fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
+        SqliteStore::bind_embedder(self, model, dim)
+    }
+    fn embedder(&self) -> Result<Option<(String, usize)>, StoreError> {
+        SqliteStore::embedder(self)
+    }
+    fn conversations(&self) -> Result<Vec<String>, StoreError> {
+        SqliteStore::conversations(self)
+    }
+    fn len(&self, conversation: &str) -> Result<u64, StoreError> {
+        SqliteStore::len(self, conversation)
+    }
+    fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError> {
+        SqliteStore::whole_vectors(self, conversation)
+    }
+    fn put_summary(&self, conversation: &str, summary: &StoredSummary) -> Result<(), StoreError> {
+        SqliteStore::put_summary(self, conversation, summary)
+    }
+    fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError> {
+        SqliteStore::summaries(self, conversation)
+    }
+    fn set_tiers(&self, conversation: &str, from: u64, tiers: &[Tier]) -> Result<(), StoreError> {
+        SqliteStore::set_tiers(self, conversation, from, tiers)
+    }
+    fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError> {
+        SqliteStore::tiers(self, conversation)
+    }
+    fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError> {
+        SqliteStore::search_ranked(self, conversation, query)
+    }
+}
