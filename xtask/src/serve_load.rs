@@ -17,6 +17,9 @@ use serde_json::{json, Value};
 
 #[derive(Clone)]
 struct Options {
+    /// The models, seen through a folder of links with an empty embedding cache, so that
+    /// every text is embedded as a new deployment would.
+    models: Option<PathBuf>,
     conversations: usize,
     turns: usize,
     budget: usize,
@@ -31,6 +34,7 @@ const REPLY: &str = "Understood. I have noted the details above and will keep th
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut o = Options {
+        models: None,
         conversations: 50,
         turns: 40,
         budget: 8000,
@@ -54,6 +58,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let work = root.join("target/serve-load");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)?;
+    if o.embedder != "none" {
+        o.models = Some(cold_models(&crate::models::models_dir(root), &work.join("models"))?);
+    }
 
     let upstream = Upstream::start()?;
     println!(
@@ -246,6 +253,7 @@ impl Server {
         ]
         .iter()
         .map(|s| s.to_string())
+        .chain(o.models.iter().flat_map(|m| ["--models-dir".to_string(), m.display().to_string()]))
         .collect();
         let mut s = Server {
             child: spawn(&o.bin, &args, log)?,
@@ -290,6 +298,18 @@ impl Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A folder linking to every model of `models` but not its cache.
+fn cold_models(models: &Path, at: &Path) -> Result<PathBuf> {
+    std::fs::create_dir_all(at)?;
+    for entry in std::fs::read_dir(models).with_context(|| models.display().to_string())? {
+        let entry = entry?;
+        if entry.file_name() != ".cache" {
+            std::os::unix::fs::symlink(entry.path(), at.join(entry.file_name()))?;
+        }
+    }
+    Ok(at.to_path_buf())
 }
 
 fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Child> {

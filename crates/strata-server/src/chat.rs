@@ -19,7 +19,9 @@ use crate::{internal, AppState, Backend};
 
 /// What the model is sent for a request, and where its reply goes.
 struct Prepared {
-    messages: Vec<Message>,
+    /// The memory's context; `None` when the client's own list fits the budget, and is sent
+    /// as it came (nothing to gain by changing it).
+    messages: Option<Vec<Message>>,
     /// The reply is stored only while the conversation still ends where the client's list
     /// does.
     reply_at: usize,
@@ -151,13 +153,17 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
         for note in memory.take_notes() {
             log(&format!("conversation {id}: {note}"));
         }
-        let question = turns.iter().rev().find(|t| t.role == Role::User).map(|t| t.content.as_str());
-        let context = memory.context(budget, question).map_err(|e| internal(format!("conversation {id}: {e}")))?;
         let history = memory.history();
         let sent_by_client: usize = (0..turns.len().min(history.len())).map(|i| history.tokens(i)).sum::<usize>()
             + history.counter().chat_format().reply_priming as usize;
+        if sent_by_client <= budget {
+            state.metrics.tokens(sent_by_client, sent_by_client);
+            return Ok(Step::Ask(Prepared { messages: None, reply_at: turns.len() }));
+        }
+        let question = turns.iter().rev().find(|t| t.role == Role::User).map(|t| t.content.as_str());
+        let context = memory.context(budget, question).map_err(|e| internal(format!("conversation {id}: {e}")))?;
         state.metrics.tokens(sent_by_client, context.total_tokens());
-        Ok(Step::Ask(Prepared { messages: context.messages(), reply_at: turns.len() }))
+        Ok(Step::Ask(Prepared { messages: Some(context.messages()), reply_at: turns.len() }))
     })
 }
 
@@ -246,7 +252,9 @@ async fn forward(
     overhead: Duration,
 ) -> Result<Response, ApiError> {
     let mut body = request.body;
-    body.insert("messages".into(), Value::Array(api::wire_messages(&prepared.messages)));
+    if let Some(messages) = &prepared.messages {
+        body.insert("messages".into(), Value::Array(api::wire_messages(messages)));
+    }
     let url = format!("{}/chat/completions", upstream.base.trim_end_matches('/'));
     let mut call = state
         .client
@@ -464,7 +472,22 @@ async fn local(
     overhead: Duration,
 ) -> Result<Response, ApiError> {
     let max_tokens = request.max_tokens.unwrap_or(state.config.reply_tokens);
-    let messages: Vec<ChatMessage> = prepared.messages.iter().map(chat_message).collect();
+    let messages: Vec<ChatMessage> = match &prepared.messages {
+        Some(m) => m.iter().map(chat_message).collect(),
+        None => request
+            .turns
+            .iter()
+            .map(|t| {
+                chat_message(&Message {
+                    role: t.role,
+                    name: None,
+                    content: t.content.clone(),
+                    tool_call_id: t.tool_call_id.clone(),
+                    tool_calls: t.tool_calls.clone(),
+                })
+            })
+            .collect(),
+    };
     let model = generator.model_id().to_string();
     let generation = {
         let _turn = state.local.acquire().await.map_err(|e| internal(e.to_string()))?;

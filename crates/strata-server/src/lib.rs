@@ -21,7 +21,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use sha2::{Digest, Sha256};
 use strata::{Clock, Memory, MemoryConfig, Parts};
-use strata_core::Generator;
+use strata_core::{EmbedError, Embedder, Generator};
 use strata_store::MemoryStore;
 
 pub mod api;
@@ -155,7 +155,13 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    pub fn new(config: ServeConfig, store: Arc<dyn MemoryStore>, parts: Parts) -> Result<Arc<AppState>, ServeError> {
+    pub fn new(
+        config: ServeConfig,
+        store: Arc<dyn MemoryStore>,
+        mut parts: Parts,
+    ) -> Result<Arc<AppState>, ServeError> {
+        parts.embedder =
+            parts.embedder.map(|inner| Arc::new(OneAtATime { inner, turn: Mutex::new(()) }) as Arc<dyn Embedder>);
         if let Some(e) = &parts.embedder {
             // Checked here and not at the first request: a store written by another model
             // would otherwise fail every request.
@@ -245,6 +251,39 @@ impl AppState {
         let pending =
             slots.iter().filter_map(|s| s.try_lock().ok().and_then(|m| m.as_ref().map(Memory::pending))).sum();
         (slots.len(), pending)
+    }
+}
+
+/// An embedder that runs one call at a time. The model spreads one call over every core
+/// already; dozens of conversations embedding at once only fight over them (measured: 50 at
+/// once through MiniLM took 67 s for 150 requests, most of it the kernel's).
+struct OneAtATime {
+    inner: Arc<dyn Embedder>,
+    turn: Mutex<()>,
+}
+
+impl OneAtATime {
+    fn run<T>(&self, f: impl FnOnce(&dyn Embedder) -> T) -> T {
+        let _turn = self.turn.lock().unwrap_or_else(|p| p.into_inner());
+        f(self.inner.as_ref())
+    }
+}
+
+impl Embedder for OneAtATime {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(|e| e.embed(texts))
+    }
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(|e| e.embed_query(texts))
+    }
+    fn embed_clustering(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(|e| e.embed_clustering(texts))
     }
 }
 

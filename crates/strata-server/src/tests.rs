@@ -556,3 +556,29 @@ async fn pg_two_servers_behind_a_balancer_share_one_conversation() {
     let (_, v) = a.get("/v1/conversations/shared/context?budget=300").await;
     assert!(serde_json::to_string(&v["messages"]).unwrap().contains("yak"), "{v}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_that_fits_the_budget_goes_upstream_as_it_came() {
+    let (up, log) = start_upstream().await;
+    let s = start(up, |c| c.budget = Some(2000)).await;
+    let messages = json!([
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "name": "ana", "content": [{"type": "text", "text": "hello"}], "x-extra": 1},
+    ]);
+    let body = json!({"model": "fake", "temperature": 0.3, "messages": messages});
+    assert_eq!(s.post_json("fits", &body).await.0, 200);
+    let sent = log.requests.lock().unwrap().last().unwrap().clone();
+    assert_eq!(sent["messages"], messages);
+    assert_eq!(sent["temperature"], 0.3);
+    // Past the budget the memory's context goes instead, within it.
+    let s = start(up, |c| c.budget = Some(40)).await;
+    let long = json!({"model": "fake", "messages": [
+        {"role": "user", "content": "The first message talks about the weather in Lisbon in some detail, at length."},
+        {"role": "assistant", "content": "It does, and the second message answers it with equal length and detail."},
+        {"role": "user", "content": "And now?"},
+    ]});
+    assert_eq!(s.post_json("over", &long).await.0, 200);
+    let sent = log.requests.lock().unwrap().last().unwrap().clone();
+    assert_ne!(sent["messages"], long["messages"]);
+    assert_eq!(sent["messages"].as_array().unwrap().last().unwrap()["content"], "And now?");
+}
