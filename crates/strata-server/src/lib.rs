@@ -127,6 +127,8 @@ pub enum ServeError {
     Io(#[from] std::io::Error),
     #[error("upstream client: {0}")]
     Client(String),
+    #[error(transparent)]
+    Store(#[from] strata_core::StoreError),
 }
 
 /// One conversation's memory, opened on first use.
@@ -165,7 +167,7 @@ impl AppState {
         if let Some(e) = &parts.embedder {
             // Checked here and not at the first request: a store written by another model
             // would otherwise fail every request.
-            store.bind_embedder(e.model_id(), e.dim()).map_err(|e| ServeError::Client(e.to_string()))?;
+            store.bind_embedder(e.model_id(), e.dim())?;
         }
         // Waits on the upstream are bounded where they happen (`chat.rs`).
         let client = reqwest::Client::builder()
