@@ -94,6 +94,22 @@ async fn on_memory<T: Send + 'static>(
     .map_err(|e| internal(format!("request task failed: {e}")))?
 }
 
+/// The context for `budget` and `question`, and what both inspection routes say of it: the
+/// conversation, the budget, tokens, turns, and per block its kind, source turns and tokens.
+fn described(
+    id: &str,
+    m: &mut strata::Memory,
+    budget: usize,
+    question: Option<&str>,
+) -> Result<(Context, Value), ApiError> {
+    let c = m.context(budget, question).map_err(|e| internal(e.to_string()))?;
+    let v = json!({
+        "conversation": id, "budget": budget, "tokens": c.total_tokens(), "turns": m.len(),
+        "blocks": blocks(&c), "notes": c.notes,
+    });
+    Ok((c, v))
+}
+
 /// What the model would be sent now: the messages and, per block, its kind, source turns and
 /// tokens.
 pub(crate) async fn context(
@@ -102,13 +118,10 @@ pub(crate) async fn context(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let (budget, question) = query(&state, &q)?;
-    let conversation = id.clone();
-    on_memory(state, id, move |m| {
-        let c = m.context(budget, question.as_deref()).map_err(|e| internal(e.to_string()))?;
-        Ok(Json(json!({
-            "conversation": conversation, "budget": budget, "tokens": c.total_tokens(), "turns": m.len(),
-            "messages": api::wire_messages(&c.messages()), "blocks": blocks(&c), "notes": c.notes,
-        })))
+    on_memory(state, id.clone(), move |m| {
+        let (c, mut v) = described(&id, m, budget, question.as_deref())?;
+        v["messages"] = Value::Array(api::wire_messages(&c.messages()));
+        Ok(Json(v))
     })
     .await
 }
@@ -120,20 +133,16 @@ pub(crate) async fn explain(
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Json<Value>, ApiError> {
     let (budget, question) = query(&state, &q)?;
-    let conversation = id.clone();
-    on_memory(state, id, move |m| {
-        let c = m.context(budget, question.as_deref()).map_err(|e| internal(e.to_string()))?;
+    on_memory(state, id.clone(), move |m| {
+        let (_, mut v) = described(&id, m, budget, question.as_deref())?;
         let [hot, warm, cool, cold] = match m.last_plan() {
             Some(p) => p.occupancy(),
             None => Tier::occupancy(m.tiers()),
         };
-        Ok(Json(json!({
-            "conversation": conversation, "budget": budget, "tokens": c.total_tokens(), "turns": m.len(),
-            "tiers": {"hot": hot, "warm": warm, "cool": cool, "cold": cold},
-            "summaries_pending": m.pending(),
-            "plan": m.last_plan().map(|p| p.explain()),
-            "blocks": blocks(&c), "notes": c.notes,
-        })))
+        v["tiers"] = json!({"hot": hot, "warm": warm, "cool": cool, "cold": cold});
+        v["summaries_pending"] = json!(m.pending());
+        v["plan"] = json!(m.last_plan().map(|p| p.explain()));
+        Ok(Json(v))
     })
     .await
 }

@@ -36,6 +36,18 @@ pub trait MemoryStore: Store {
     fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError>;
 }
 
+/// Whether a store already bound to `stored` is bound to `model`: `Ok(true)` when it is,
+/// `Ok(false)` when it is bound to none, [`StoreError::OtherEmbedder`] when to another.
+pub(crate) fn bound_already(stored: Option<String>, model: &str, location: &str) -> Result<bool, StoreError> {
+    match stored {
+        Some(stored) if stored == model => Ok(true),
+        Some(stored) => {
+            Err(StoreError::OtherEmbedder { location: location.to_string(), stored, given: model.to_string() })
+        }
+        None => Ok(false),
+    }
+}
+
 impl MemoryStore for SqliteStore {
     fn location(&self) -> &str {
         SqliteStore::location(self)

@@ -295,16 +295,8 @@ impl MemoryStore for PgStore {
             .query_opt("SELECT value FROM strata_meta WHERE key = 'embedder.model'", &[])
             .map_err(|e| self.err(e))?
             .map(|r| r.get(0));
-        match stored {
-            Some(stored) if stored == model => return Ok(()),
-            Some(stored) => {
-                return Err(StoreError::OtherEmbedder {
-                    location: self.location.clone(),
-                    stored,
-                    given: model.to_string(),
-                })
-            }
-            None => {}
+        if crate::memory_store::bound_already(stored, model, &self.location)? {
+            return Ok(());
         }
         let found: Option<i32> = tx
             .query_opt("SELECT array_length(vector, 1) FROM strata_turns WHERE vector IS NOT NULL LIMIT 1", &[])

@@ -248,16 +248,8 @@ impl SqliteStore {
             .query_row("SELECT value FROM meta WHERE key = 'embedder.model'", [], |r| r.get(0))
             .optional()
             .map_err(|e| self.err(e))?;
-        match stored {
-            Some(stored) if stored == model => return Ok(()),
-            Some(stored) => {
-                return Err(StoreError::OtherEmbedder {
-                    location: self.location.clone(),
-                    stored,
-                    given: model.to_string(),
-                })
-            }
-            None => {}
+        if crate::memory_store::bound_already(stored, model, &self.location)? {
+            return Ok(());
         }
         let old: Option<(Vec<u8>, i64)> = tx
             .query_row("SELECT data, encoding FROM vectors LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
