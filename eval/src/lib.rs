@@ -48,6 +48,30 @@ impl std::fmt::Display for BadInput {
 
 impl std::error::Error for BadInput {}
 
+/// Whether `e` was caused by what the user gave (a file that does not load, an unknown
+/// strategy or tokenizer, a bad config, weights missing or not the pinned ones, a store file
+/// that is not usable as given): the CLI exits with status 2, the Python package raises
+/// `InputError`.
+pub fn is_bad_input(e: &anyhow::Error) -> bool {
+    // A store that failed while working is not the user's fault; one refused as given is.
+    let store_refused = |s: &strata_core::StoreError| !matches!(s, strata_core::StoreError::Backend { .. });
+    e.chain().any(|c| {
+        c.is::<strata_transcript::LoadError>()
+            || c.is::<strata_strategies::ConfigError>()
+            || c.is::<strata_tokens::TokenizerError>()
+            || c.is::<strata_core::HistoryError>()
+            || c.is::<BadInput>()
+            || c.downcast_ref::<strata_candle::ModelError>()
+                .is_some_and(|m| !matches!(m, strata_candle::ModelError::Run { .. }))
+            || c.downcast_ref::<strata_core::StoreError>().is_some_and(store_refused)
+            || c.downcast_ref::<strata::MemoryError>().is_some_and(|m| match m {
+                strata::MemoryError::Store(s) => store_refused(s),
+                strata::MemoryError::History(_) => true,
+                _ => false,
+            })
+    })
+}
+
 /// One part of a run split across machines: conversations whose index modulo `count` is
 /// `index - 1`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -104,6 +128,19 @@ pub struct EvalConfig {
     /// The sentence embedder of the tiered memory and the topic detectors: `minilm` or
     /// `nomic`.
     pub embedder: String,
+    /// Strategies defined outside the project, chosen by name before the built-in ones.
+    pub custom: CustomStrategies,
+}
+
+/// Strategies defined outside the project (the Python package registers its users' here),
+/// scored by the same harness, with the same metrics and the same budget check.
+#[derive(Clone, Default)]
+pub struct CustomStrategies(pub Vec<Arc<dyn Strategy>>);
+
+impl std::fmt::Debug for CustomStrategies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.0.iter().map(|s| s.name())).finish()
+    }
 }
 
 /// What `config` in `results.json` records about a run.
@@ -176,6 +213,8 @@ pub struct Outcome {
     pub results: Results,
     /// The markdown table for stdout.
     pub markdown: String,
+    /// Every record the results were aggregated from, in their canonical order.
+    pub records: Records,
 }
 
 /// Runs the evaluation and writes its outputs under `config.out`.
@@ -222,6 +261,9 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         .strategies
         .iter()
         .map(|name| {
+            if let Some(custom) = config.custom.0.iter().find(|s| s.name() == name) {
+                return Ok(custom.clone());
+            }
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
             if name == "tiered" {
                 let tiered = config.strategy_config.tiered.clone();
@@ -399,7 +441,7 @@ fn finish(
     let results = Results { runs, segmentation, summaries, config, datasets, commit, warnings };
     write_outputs(out, &results, &records)?;
     let markdown = report::markdown(&results);
-    Ok(Outcome { results, markdown })
+    Ok(Outcome { results, markdown, records })
 }
 
 /// Checks `results` against a baseline `results.json`; returns the regressions.

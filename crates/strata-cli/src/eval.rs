@@ -159,6 +159,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 generator: a.model,
                 limit: a.limit,
                 embedder: a.embedder,
+                custom: Default::default(),
             };
             (strata_eval::run(&config)?, a.gate)
         }

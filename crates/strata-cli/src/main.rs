@@ -62,35 +62,17 @@ enum Command {
 pub(crate) use strata_eval::BadInput;
 
 fn exit_code(e: &anyhow::Error) -> u8 {
-    let bad_input = e.chain().any(|c| {
-        c.is::<strata_transcript::LoadError>()
-            || c.is::<strata_strategies::ConfigError>()
-            || c.is::<strata_tokens::TokenizerError>()
-            || c.is::<strata_core::HistoryError>()
-            || c.is::<strata_eval::BadInput>()
-            || c.downcast_ref::<strata_server::ServeError>().is_some_and(|s| {
+    let bad_input = strata_eval::is_bad_input(e)
+        || e.chain().any(|c| {
+            c.downcast_ref::<strata_server::ServeError>().is_some_and(|s| {
                 matches!(s, strata_server::ServeError::Exposed(_) | strata_server::ServeError::Bind { .. })
             })
-            || c.downcast_ref::<strata_candle::ModelError>()
-                .is_some_and(|m| !matches!(m, strata_candle::ModelError::Run { .. }))
-            || c.downcast_ref::<strata_core::StoreError>().is_some_and(store_refused)
-            || c.downcast_ref::<strata::MemoryError>().is_some_and(|m| match m {
-                strata::MemoryError::Store(s) => store_refused(s),
-                strata::MemoryError::History(_) => true,
-                _ => false,
-            })
-    });
+        });
     if bad_input {
         2
     } else {
         1
     }
-}
-
-/// A store file the user pointed at that is not usable as given: not a store, damaged, from a
-/// newer version, or asked for something it cannot do.
-fn store_refused(e: &strata_core::StoreError) -> bool {
-    !matches!(e, strata_core::StoreError::Backend { .. })
 }
 
 fn main() -> ExitCode {

@@ -1,9 +1,9 @@
-//! The two mechanisms the strategies share: the pinned system prompt, and the newest units of
-//! the history that fit a token allowance.
+//! The mechanisms the strategies share: the pinned system prompt, the newest units of the
+//! history that fit a token allowance, and a context assembled from picks made elsewhere.
 
 use std::collections::BTreeSet;
 
-use strata_core::{Block, BlockKind, Context, History};
+use strata_core::{Block, BlockKind, Context, History, Role, StrategyError};
 
 /// Adds the pinned system prompt to `ctx` if it fits the budget, and returns the tokens left
 /// for everything else (after the per-request overhead).
@@ -66,4 +66,50 @@ pub fn finish(mut ctx: Context) -> Context {
         ctx.overhead = 0;
     }
     ctx
+}
+
+/// One element of a context chosen outside the built-in strategies (a strategy written in
+/// Python, say): a turn of the history sent verbatim, or text of the strategy's own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Pick {
+    /// The turn with this id.
+    Turn(String),
+    /// A note, sent as a system message standing for no turn in particular.
+    Text(String),
+}
+
+/// The context `picks` describe, in their order: turns cost what the history counted for them
+/// (pinned ones are marked pinned), texts are counted as system messages. A turn id the
+/// history does not hold, a turn picked twice, or a context over `budget` is an error naming
+/// the strategy.
+pub fn assemble(name: &str, history: &History, budget: usize, picks: &[Pick]) -> Result<Context, StrategyError> {
+    let failed = |message: String| StrategyError::Failed { strategy: name.to_string(), message };
+    let mut ctx = Context::new(name, budget, history.counter());
+    let mut seen = BTreeSet::new();
+    for pick in picks {
+        match pick {
+            Pick::Turn(id) => {
+                let Some(i) = history.index_of(id) else {
+                    return Err(failed(format!("turn `{id}` is not in the history of {}", history.conversation_id())));
+                };
+                if !seen.insert(i) {
+                    return Err(failed(format!("turn `{id}` picked twice")));
+                }
+                let kind = if i < history.pinned() { BlockKind::PinnedSystem } else { BlockKind::VerbatimTurn };
+                ctx.blocks.push(Block::from_turn(kind, &history.turns()[i], history.tokens(i)));
+            }
+            Pick::Text(text) => ctx.blocks.push(Block::text(
+                BlockKind::Summary,
+                Role::System,
+                text.clone(),
+                Vec::new(),
+                history.counter(),
+            )),
+        }
+    }
+    let ctx = finish(ctx);
+    if ctx.total_tokens() > budget {
+        return Err(failed(format!("a context of {} tokens, over the budget of {budget}", ctx.total_tokens())));
+    }
+    Ok(ctx)
 }

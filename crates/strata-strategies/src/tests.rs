@@ -482,3 +482,33 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn assembled_picks_cost_what_window_costs_and_break_no_rule_unnoticed() {
+    use crate::select::{assemble, Pick};
+    let h = interactions(5);
+    let window = build("window", &StrategiesConfig::default(), None).unwrap().build(&h, 80, None).unwrap();
+    // The same turns picked by id make the same context, blocks and tokens alike.
+    let picks: Vec<Pick> = window.verbatim_ids().map(|id| Pick::Turn(id.to_string())).collect();
+    let same = assemble("mine", &h, 80, &picks).unwrap();
+    assert_eq!(same.blocks, window.blocks);
+    assert_eq!(same.total_tokens(), window.total_tokens());
+    expect![[r#"
+        total 25 / budget 80
+        verbatim_turn [u1] 12: Question 1 about topic 1?
+        summary [] 10: The user asks about topics.
+    "#]]
+    .assert_eq(&explain(
+        &assemble("mine", &h, 80, &[Pick::Turn("u1".into()), Pick::Text("The user asks about topics.".into())])
+            .unwrap(),
+    ));
+    let err = |picks: &[Pick], budget| assemble("mine", &h, budget, picks).unwrap_err().to_string();
+    assert_eq!(err(&[Pick::Turn("u9".into())], 80), "strategy mine: turn `u9` is not in the history of c");
+    assert_eq!(err(&[Pick::Turn("u1".into()), Pick::Turn("u1".into())], 80), "strategy mine: turn `u1` picked twice");
+    assert_eq!(
+        err(&picks, 72),
+        "strategy mine: a context of 73 tokens, over the budget of 72",
+        "one token over is over"
+    );
+    assert_eq!(assemble("mine", &h, 0, &[]).unwrap().total_tokens(), 0, "nothing picked costs nothing");
+}
