@@ -5,6 +5,7 @@
 
 mod datasets;
 mod models;
+mod py_test;
 mod serve_e2e;
 mod serve_load;
 mod tidy;
@@ -37,7 +38,10 @@ tasks:
                            restarted: no acknowledged turn lost, none in another conversation
   serve-e2e                the openai Python package (a venv under target/) against `strata serve`
                            in front of llama.cpp's server (llama-cpp-python) and with
-                           --local-model smollm2 (fetches the models)";
+                           --local-model smollm2 (fetches the models)
+  py-test [PYTEST ARGS]    build the Python package's wheel (maturin), install it into a fresh
+                           venv under target/py, run its pytest suite, examples/compare.py and
+                           the overhead measurement (needs the release build and the models)";
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -67,6 +71,7 @@ fn main() -> Result<()> {
         Some("long-transcript") => long_transcript(rest),
         Some("serve-load") => serve_load::run(&root(), rest),
         Some("serve-e2e") => serve_e2e::run(&root(), rest),
+        Some("py-test") => py_test::run(&root(), rest),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

@@ -1,0 +1,211 @@
+//! `strata._strata`, the native half of the Python package: the library's vocabulary as Python
+//! classes, and the functions a researcher calls from a notebook (`load`, `count_tokens`,
+//! `compress`, `Memory`, `eval`, `register_strategy`).
+//!
+//! The key design choice is that Python sees the same machinery as the CLI, not a second
+//! implementation: transcripts go through `strata-transcript`'s loaders (dicts are handed over
+//! as JSON), contexts through the same strategies, and `eval` through `strata_eval::run`, so
+//! its numbers are the CLI's. A strategy written in Python becomes a [`strata_core::Strategy`]
+//! (`strategy.rs`) and is scored by the same harness. Long work runs with the interpreter
+//! released; errors become the package's exceptions with the CLI's one-line messages.
+
+mod data;
+mod errors;
+mod eval;
+mod memory;
+mod strategy;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyString};
+use strata_core::{History, Strategy, TokenCounter};
+
+use crate::data::{Block, Context, Conversation, Hit, Turn};
+use crate::errors::{input_error, IntoPy as _};
+
+/// The package's native module; `strata/__init__.py` re-exports it.
+#[pymodule(name = "_strata")]
+fn strata_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    errors::register(m)?;
+    m.add_class::<Turn>()?;
+    m.add_class::<Conversation>()?;
+    m.add_class::<Block>()?;
+    m.add_class::<Context>()?;
+    m.add_class::<Hit>()?;
+    m.add_class::<strategy::HistoryView>()?;
+    m.add_class::<memory::Memory>()?;
+    m.add_function(wrap_pyfunction!(load, m)?)?;
+    m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
+    m.add_function(wrap_pyfunction!(compress, m)?)?;
+    m.add_function(wrap_pyfunction!(strategy::register_strategy, m)?)?;
+    m.add_function(wrap_pyfunction!(strategy::registered_strategies, m)?)?;
+    m.add_function(wrap_pyfunction!(eval::run_eval, m)?)?;
+    m.add("BUILTIN_STRATEGIES", builtin_strategies())?;
+    Ok(())
+}
+
+/// Every strategy name the harness knows without registration.
+fn builtin_strategies() -> Vec<&'static str> {
+    let mut names = strata_strategies::NAMES.to_vec();
+    names.extend(["segments-abstractive", "tiered"]);
+    names
+}
+
+/// Loads every conversation in a file (Strata JSON or JSONL, OpenAI messages, LoCoMo),
+/// detecting its format unless `format` names it.
+#[pyfunction]
+#[pyo3(signature = (path, format=None))]
+fn load(py: Python<'_>, path: PathBuf, format: Option<&str>) -> PyResult<Vec<Conversation>> {
+    let format = data::input_format(format)?;
+    let loaded = py.detach(|| strata_transcript::load_path(&path, format)).map_err(|e| input_error(e.to_string()))?;
+    if !loaded.warnings.is_empty() {
+        let message = format!(
+            "{}: {} dataset quirks skipped and counted, the first: {}",
+            path.display(),
+            loaded.warnings.len(),
+            loaded.warnings[0]
+        );
+        PyErr::warn(py, &py.get_type::<pyo3::exceptions::PyUserWarning>(), &std::ffi::CString::new(message)?, 1)?;
+    }
+    Ok(loaded.conversations.into_iter().map(Conversation::from).collect())
+}
+
+/// Tokens in a text, or what a conversation or a list of OpenAI messages costs as one chat
+/// request (every message's framing and the reply priming), as `strata tokens` counts it.
+#[pyfunction]
+#[pyo3(signature = (text_or_messages, tokenizer="o200k"))]
+fn count_tokens(py: Python<'_>, text_or_messages: &Bound<'_, PyAny>, tokenizer: &str) -> PyResult<usize> {
+    let counter = counter(tokenizer)?;
+    if let Ok(text) = text_or_messages.cast::<PyString>() {
+        let text: String = text.extract()?;
+        return Ok(py.detach(|| counter.count(&text)));
+    }
+    let conversation = data::conversation_arg(text_or_messages, "text_or_messages")?;
+    let history = py.detach(|| History::from_conversation(&conversation, counter)).into_py()?;
+    Ok(history.full_context_tokens())
+}
+
+pub(crate) fn counter(spec: &str) -> PyResult<Arc<dyn TokenCounter>> {
+    strata_tokens::from_spec(spec).map_err(|e| input_error(e.to_string()))
+}
+
+/// Where model weights are: the argument, else `$STRATA_MODELS`, else `./models`.
+pub(crate) fn models_dir(arg: Option<PathBuf>) -> PathBuf {
+    arg.or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("models"))
+}
+
+/// The context `strategy` builds for a conversation within `budget` tokens.
+#[pyfunction]
+#[pyo3(signature = (
+    conversation, strategy="window", budget=2000, question=None, config=None, *, at=None,
+    tokenizer="o200k", model=None, embedder="minilm", models_dir=None
+))]
+#[allow(clippy::too_many_arguments)]
+fn compress(
+    py: Python<'_>,
+    conversation: &Bound<'_, PyAny>,
+    strategy: &str,
+    budget: usize,
+    question: Option<String>,
+    config: Option<&Bound<'_, PyAny>>,
+    at: Option<&str>,
+    tokenizer: &str,
+    model: Option<&str>,
+    embedder: &str,
+    models_dir: Option<PathBuf>,
+) -> PyResult<Context> {
+    let conversation = data::conversation_arg(conversation, "conversation")?;
+    let turns = match at {
+        None => &conversation.turns[..],
+        Some(at) => match conversation.position(at) {
+            Some(i) => &conversation.turns[..=i],
+            None => return Err(input_error(format!("transcript {}: no turn `{at}`", conversation.id))),
+        },
+    };
+    let config = data::strategies_config(config)?;
+    let counter = counter(tokenizer)?;
+    let history = History::from_turns(&conversation.id, turns, counter).into_py()?;
+    let strategy = build_strategy(py, strategy, &config, model, embedder, models_dir)?;
+    let built = py.detach(|| strategy.build(&history, budget, question.as_deref()));
+    let ctx = built.map_err(|e| errors::strategy_failed(py, e))?;
+    if strategy.bounded() && ctx.total_tokens() > budget {
+        return Err(errors::strategy_error(format!(
+            "strategy {}: a context of {} tokens, over the budget of {budget}",
+            strategy.name(),
+            ctx.total_tokens()
+        )));
+    }
+    Ok(Context::new(ctx, history.full_context_tokens()))
+}
+
+/// A strategy by name: one registered from Python, else a built-in one.
+fn build_strategy(
+    py: Python<'_>,
+    name: &str,
+    config: &strata_strategies::StrategiesConfig,
+    model: Option<&str>,
+    embedder: &str,
+    models_dir: Option<PathBuf>,
+) -> PyResult<Arc<dyn Strategy>> {
+    if let Some(s) = strategy::registered(name) {
+        return Ok(s);
+    }
+    let models = crate::models_dir(models_dir);
+    let generator = match model {
+        None => None,
+        Some(name) => Some(py.detach(|| generator(name, &models)).into_py()?),
+    };
+    if name == "tiered" {
+        let embedder = match embedder {
+            "none" => None,
+            e => Some(py.detach(|| embedder_named(e, &models)).into_py()?),
+        };
+        let tiered = config.tiered.clone();
+        let t = strata::Tiered::new(embedder, generator).configure(move |m| m.layout.tiered = tiered.clone());
+        return Ok(Arc::new(t));
+    }
+    Ok(Arc::from(strata_strategies::build(name, config, generator).into_py()?))
+}
+
+/// The sentence embedder `name` selects, its vectors cached under the models folder.
+pub(crate) fn embedder_named(name: &str, models: &std::path::Path) -> anyhow::Result<Arc<dyn strata_core::Embedder>> {
+    let model = strata_candle::load_embedder(name, models)?;
+    Ok(Arc::new(strata_candle::CachedEmbedder::open(model, &models.join(".cache"))?))
+}
+
+/// A local chat model (`qwen`, `qwen1.5b`, `smollm2`, a GGUF path), answers cached under the
+/// models folder, or an OpenAI-compatible endpoint (`URL#MODEL`), asked afresh every time.
+pub(crate) fn generator(name: &str, models: &std::path::Path) -> anyhow::Result<Arc<dyn strata_core::Generator>> {
+    if strata_http::HttpConfig::is_endpoint(name) {
+        let config = strata_http::HttpConfig::parse(name).map_err(|e| strata_eval::BadInput(e.to_string()))?;
+        return Ok(Arc::new(strata_http::HttpGenerator::new(config)));
+    }
+    let g = strata_candle::load_generator(name, models)?;
+    Ok(Arc::new(strata_candle::CachedGenerator::open(g, &models.join(".cache"))?))
+}
+
+/// A Python dict from a serde value, through the `json` module (one conversion path for
+/// every structure the library serialises).
+pub(crate) fn to_python<'py>(py: Python<'py>, value: &impl serde::Serialize) -> PyResult<Bound<'py, PyAny>> {
+    let text = serde_json::to_string(value).map_err(|e| errors::strata_error(e.to_string()))?;
+    py.import("json")?.call_method1("loads", (text,))
+}
+
+/// JSON text of a Python value, through the `json` module.
+pub(crate) fn json_text(value: &Bound<'_, PyAny>) -> PyResult<String> {
+    value.py().import("json")?.call_method1("dumps", (value,))?.extract()
+}
+
+pub(crate) fn list_of_dicts<'py>(py: Python<'py>, items: &[impl serde::Serialize]) -> PyResult<Bound<'py, PyList>> {
+    let list = PyList::empty(py);
+    for item in items {
+        list.append(to_python(py, item)?)?;
+    }
+    Ok(list)
+}
+
+pub(crate) fn dict_get<'py>(d: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<Bound<'py, PyAny>>> {
+    Ok(d.get_item(key)?.filter(|v| !v.is_none()))
+}

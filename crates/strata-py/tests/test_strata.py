@@ -1,0 +1,301 @@
+"""The Python package against real data: the committed probes suite and LoCoMo's first
+conversation, the CLI built from the same checkout, and the pinned MiniLM weights.
+
+Run by `cargo xtask py-test`, which builds the wheel, installs it into a fresh venv and sets
+STRATA_ROOT, STRATA_DATA, STRATA_MODELS and STRATA_BIN.
+"""
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import strata
+
+ROOT = Path(os.environ.get("STRATA_ROOT", Path(__file__).resolve().parents[3]))
+DATA = Path(os.environ.get("STRATA_DATA", ROOT / "../shared/datasets"))
+BIN = Path(os.environ.get("STRATA_BIN", ROOT / "target/release/strata"))
+PROBES = ROOT / "datasets/probes/probes.jsonl"
+LOCOMO = DATA / "locomo/locomo10.json"
+
+# Fields of a run that time the builds: no two runs share them.
+TIMED = {"build_ms_p50", "build_ms_p95"}
+
+
+def untimed(run):
+    return {k: v for k, v in run.items() if k not in TIMED}
+
+
+@pytest.fixture(scope="session")
+def probes():
+    return strata.load(PROBES)
+
+
+@pytest.fixture(scope="session")
+def locomo_first():
+    with pytest.warns(UserWarning, match="dataset quirks"):
+        conversations = strata.load(LOCOMO)
+    return conversations[0]
+
+
+def window_in_python(history, budget, question):
+    """`window` written again in Python: the pinned system prompt, then the newest units that
+    fit, oldest first."""
+    left = budget - history.overhead
+    picked = []
+    pinned = sum(history.tokens[: history.pinned])
+    if history.pinned and pinned <= left:
+        picked = [t.id for t in history.turns[: history.pinned]]
+        left -= pinned
+    newest = []
+    i = len(history) - 1
+    taken = set()
+    while i >= history.pinned:
+        unit = history.unit(i)
+        if unit[0] not in taken:
+            cost = sum(history.tokens[j] for j in unit)
+            if cost > left:
+                break
+            left -= cost
+            taken.add(unit[0])
+            newest.extend(unit)
+        i -= 1
+    return picked + [history[j].id for j in sorted(newest)]
+
+
+strata.register_strategy("py-window", window_in_python)
+
+
+# --- loading, turns and conversations ------------------------------------------------------
+
+
+def test_load_reads_every_format(probes, locomo_first, tmp_path):
+    assert len(probes) > 5 and all(len(c) > 10 and c.probes for c in probes)
+    assert locomo_first.id and len(locomo_first) > 300
+    assert {p["category"] for p in locomo_first.probes} >= {"single-hop", "temporal"}
+    messages = tmp_path / "chat.json"
+    messages.write_text(json.dumps([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]))
+    (chat,) = strata.load(messages)
+    assert [t.role for t in chat.turns] == ["user", "assistant"]
+    with pytest.raises(strata.InputError, match="chat.json: transcript sample-0: missing `conversation`"):
+        strata.load(messages, format="locomo")
+
+
+def test_turns_and_conversations_go_to_dicts_and_back(probes):
+    c = probes[0]
+    again = strata.Conversation.from_dict(c.to_dict())
+    assert again.to_dict() == c.to_dict()
+    t = c[0]
+    assert strata.Turn.from_dict(t.to_dict()) == t
+    assert t.to_dict()["timestamp"].endswith("Z") and isinstance(t.timestamp, int)
+    built = strata.Conversation("c", [{"role": "user", "content": "a"}, strata.Turn("x", "assistant", "b")])
+    assert [t.id for t in built.turns] == ["t1", "x"]
+    openai = strata.Conversation.from_messages(c.messages(), id="again")
+    assert [t.content for t in openai.turns] == [t.content for t in c.turns]
+
+
+def test_bad_input_names_where_it_is(tmp_path):
+    with pytest.raises(strata.InputError, match=r"turn t2: `role`: `bot` is not one of"):
+        strata.Conversation("c", [{"id": "t1", "role": "user", "content": "a"}, {"id": "t2", "role": "bot"}])
+    with pytest.raises(strata.InputError, match="turn t2: duplicate turn id"):
+        strata.Conversation.from_dict(
+            {"id": "c", "turns": [{"id": "t2", "role": "user", "content": "a"}, {"id": "t2", "role": "user", "content": "b"}]}
+        )
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"id": "a", "turns": []}\n{"id": "b", "turns": [\n')
+    with pytest.raises(strata.InputError, match=r"broken.jsonl:2"):
+        strata.load(broken)
+    with pytest.raises(strata.InputError, match="no_such_strategy"):
+        strata.compress([{"role": "user", "content": "a"}], strategy="no_such_strategy")
+    with pytest.raises(strata.InputError, match="tokenizer"):
+        strata.count_tokens("a", tokenizer="nope")
+    with pytest.raises(strata.InputError, match="`conversation`: expected a Conversation"):
+        strata.compress(42)
+    with pytest.raises(strata.InputError, match=r"config.json.*windw"):
+        strata.compress([{"role": "user", "content": "a"}], config={"windw": {}})
+    assert issubclass(strata.InputError, strata.StrataError)
+
+
+# --- tokens and contexts ----------------------------------------------------------------------
+
+
+def cli(*args):
+    done = subprocess.run([str(BIN), *map(str, args)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_count_tokens_counts_as_the_cli_does(probes, tmp_path):
+    assert strata.count_tokens("hello world") == 2
+    assert strata.count_tokens("hello world", tokenizer="cl100k") == 2
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(probes[0].to_dict()))
+    total = int(cli("tokens", path, "--summary").split(" turns, ")[1].split(" tokens")[0])
+    assert strata.count_tokens(probes[0]) == total
+    assert strata.count_tokens(probes[0].messages()) == total
+
+
+def test_compress_builds_the_cli_s_context(probes, tmp_path):
+    c = probes[1]
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps(c.to_dict()))
+    for strategy in ["window", "segments", "recent-8-summary-12"]:
+        ctx = strata.compress(c, strategy=strategy, budget=1000)
+        assert ctx.total_tokens <= 1000 and 0 < ctx.token_reduction < 1
+        expected = json.loads(cli("compress", path, "--strategy", strategy, "--budget", 1000, "--format", "json"))
+        assert ctx.to_dict() == expected
+        assert ctx.messages() == json.loads(cli("compress", path, "--strategy", strategy, "--budget", 1000))
+        assert sum(b.tokens for b in ctx.blocks) + 3 == ctx.total_tokens
+    ctx = strata.compress(c, strategy="window", budget=500, at=c[20].id)
+    assert ctx.verbatim_ids()[-1] == c[20].id and all(b.kind == "verbatim_turn" for b in ctx.blocks)
+    assert ctx.messages()[-1] == {"role": c[20].role, "name": c[20].speaker, "content": c[20].content}
+
+
+def test_compress_tiered_answers_a_question_from_the_store(locomo_first):
+    p = next(p for p in locomo_first.probes if p["category"] == "single-hop" and p["evidence"])
+    last = locomo_first.turns[-1].id
+    ctx = strata.compress(locomo_first, strategy="tiered", budget=2000, question=p["question"], at=p.get("after", last))
+    assert ctx.total_tokens <= 2000
+    assert {b.kind for b in ctx.blocks} >= {"recalled"}
+
+
+# --- the memory --------------------------------------------------------------------------------
+
+
+def test_memory_stores_recalls_and_reopens(locomo_first, tmp_path):
+    db = tmp_path / "memory.db"
+    turns = locomo_first.turns[:120]
+    memory = strata.Memory(str(db), budget=1000, conversation=locomo_first.id, clock="last_turn")
+    for t in turns:
+        memory.push(t)
+    assert len(memory) == 120
+    memory.settle()
+    ctx = memory.context()
+    assert ctx.total_tokens <= 1000 and ctx.history_tokens > 5000
+    tiers = memory.tiers()
+    assert tiers[-1] == "hot" and set(tiers) - {"hot"}, "older turns left the hot tier"
+    target = turns[57]
+    hits = memory.recall(target.content, k=3)
+    # Its neighbours share its session and add to its rank, so it need not come first.
+    assert target in [h.turn for h in hits] and all(h.score > 0 for h in hits)
+    with_question = memory.context(budget=1000, question=target.content)
+    assert target.id in with_question.verbatim_ids()
+    assert "hot" in memory.explain()
+    assert isinstance(memory.checkpoint(), str)
+    del memory
+    again = strata.Memory(str(db), budget=1000, conversation=locomo_first.id, clock="last_turn")
+    assert [t.id for t in again.turns()] == [t.id for t in turns]
+    pushed = again.push(role="user", content="And one more thing.")
+    assert pushed.id == "m120" and len(again) == 121
+
+
+def test_memory_refuses_a_bad_turn_and_keeps_the_rest(tmp_path):
+    memory = strata.Memory(":memory:", budget=500, embedder=None)
+    memory.push({"role": "user", "content": "first", "timestamp": "2024-01-01T00:00:00Z"})
+    with pytest.raises(strata.InputError, match="earlier than"):
+        memory.push({"role": "user", "content": "before", "timestamp": "2023-01-01T00:00:00Z"})
+    with pytest.raises(strata.InputError, match="push: give a turn"):
+        memory.push()
+    assert [t.content for t in memory.turns()] == ["first"]
+
+
+# --- eval and strategies written in Python -----------------------------------------------------
+
+
+def test_eval_equals_the_cli_results(tmp_path):
+    args = dict(datasets=["probes"], strategies=["window", "segments"], budgets=[500, 1000], mode="both")
+    result = strata.eval(**args, progress=False, out=tmp_path / "py")
+    cli("eval", "--dataset", "probes", "--strategy", "window,segments", "--budget", "500,1000", "--quiet",
+        "--out", tmp_path / "cli")
+    expected = json.loads((tmp_path / "cli/results.json").read_text())
+    assert [untimed(r) for r in result.runs] == [untimed(r) for r in expected["runs"]]
+    assert result.results["config"] == expected["config"]
+    assert (tmp_path / "py/results.json").exists()
+    records = [json.loads(l) for l in (tmp_path / "cli/records.jsonl").read_text().splitlines()]
+    assert result.records == records
+    frame = result.to_pandas()
+    assert len(frame) == len(result.runs) == 2 * 2 * 2
+    assert f"by_category.{records[0]['category']}.answer_recall" in frame.columns
+    assert len(result.records_to_pandas()) == len(records)
+
+
+def test_a_python_strategy_that_is_window_scores_as_window():
+    result = strata.eval(["probes"], ["window", "py-window"], [300, 1000], mode="agnostic", progress=False)
+    by = {(r["strategy"], r["budget"]): untimed(r) for r in result.runs}
+    for budget in [300, 1000]:
+        mine = dict(by[("py-window", budget)], strategy="window")
+        assert mine == by[("window", budget)]
+    builds = result.builds_to_pandas()
+    assert set(builds["strategy"]) == {"window", "py-window"}
+
+
+def test_python_strategies_are_held_to_the_budget_and_their_errors_kept(probes):
+    strata.register_strategy("greedy", lambda history, budget, question: [t.id for t in history.turns])
+    with pytest.raises(strata.StrategyError, match=r"strategy greedy: a context of \d+ tokens, over the budget of 400"):
+        strata.eval(["probes"], ["greedy"], [400], mode="agnostic", progress=False)
+    with pytest.raises(strata.StrategyError, match="strategy greedy: a context of"):
+        strata.compress(probes[0], strategy="greedy", budget=400)
+
+    @strata.register_strategy("broken")
+    def broken(history, budget, question):
+        raise ZeroDivisionError("nothing to divide")
+
+    with pytest.raises(strata.StrategyError, match="strategy broken: raised ZeroDivisionError") as raised:
+        strata.eval(["probes"], ["broken"], [400], mode="agnostic", progress=False)
+    assert isinstance(raised.value.__cause__, ZeroDivisionError)
+    strata.register_strategy("notes", lambda h, b, q: [h[-1].id, "The user asked about the launch.", 7])
+    with pytest.raises(strata.StrategyError, match="item 2 is int"):
+        strata.compress(probes[0], strategy="notes", budget=400)
+    with pytest.raises(strata.InputError, match="built-in"):
+        strata.register_strategy("window", window_in_python)
+
+
+def test_a_python_strategy_may_add_notes_and_see_the_question(probes):
+    seen = []
+
+    def noted(history, budget, question):
+        seen.append(question)
+        note = f"{len(history)} turns so far."
+        assert history.count(note) > 0
+        return [note, history[-1]]
+
+    strata.register_strategy("noted", noted, question_aware=True)
+    ctx = strata.compress(probes[0], strategy="noted", budget=400, question="What port?")
+    assert [b.kind for b in ctx.blocks] == ["summary", "verbatim_turn"] and seen == ["What port?"]
+    seen.clear()
+    result = strata.eval(["probes"], ["noted"], [400], mode="aware", progress=False)
+    asked = [q for q in seen if q is not None]
+    assert len(asked) == result.runs[0]["probes"] == result.runs[0]["builds"] > 0
+
+
+def test_eval_releases_the_interpreter():
+    ticks = 0
+    running = True
+
+    def count():
+        nonlocal ticks
+        while running:
+            ticks += 1
+            time.sleep(0.001)
+
+    thread = threading.Thread(target=count)
+    thread.start()
+    start_ticks = ticks
+    strata.eval(["probes"], ["segments"], [1000, 2000], mode="agnostic", progress=False)
+    during = ticks - start_ticks
+    running = False
+    thread.join()
+    # With the interpreter held for the whole run, the thread could not count at all.
+    assert during > 50, during
+
+
+def test_eval_scores_one_locomo_conversation_with_tiered():
+    result = strata.eval(["locomo"], ["window", "tiered", "py-window"], [1000], mode="both", limit=1, progress=False)
+    runs = {(r["strategy"], r["mode"]): r for r in result.runs}
+    assert set(runs) == {(s, m) for s in ["window", "tiered", "py-window"] for m in ["agnostic", "aware"]}
+    assert runs[("tiered", "aware")]["evidence_recall"] > runs[("window", "aware")]["evidence_recall"]
+    assert untimed(dict(runs[("py-window", "aware")], strategy="window")) == untimed(runs[("window", "aware")])
