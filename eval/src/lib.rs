@@ -164,6 +164,10 @@ pub struct RunConfig {
     /// The sentence embedder (runs before it was recorded used MiniLM).
     #[serde(default = "default_embedder")]
     pub embedder: String,
+    /// Every strategy's settings as the run used them, defaults filled in (`--config`'s
+    /// tables; runs before it was recorded used the defaults of their commit).
+    #[serde(default)]
+    pub settings: StrategiesConfig,
 }
 
 fn default_embedder() -> String {
@@ -357,6 +361,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         generator: config.generator.clone(),
         limit: config.limit,
         embedder: config.embedder.clone(),
+        settings: config.strategy_config.clone(),
     };
     finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, records)
 }

@@ -37,7 +37,7 @@ impl Memory {
     #[pyo3(signature = (
         db="memory.db", budget=8000, embedder=Some("minilm".to_string()), model=None, *,
         conversation="default", tokenizer="o200k", models_dir=None, config=None, clock="system"
-    ))]
+    ), text_signature = "(db=\"memory.db\", budget=8000, embedder=\"minilm\", model=None, *, conversation=\"default\", tokenizer=\"o200k\", models_dir=None, config=None, clock=\"system\")")]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,

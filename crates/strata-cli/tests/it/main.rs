@@ -266,6 +266,31 @@ fn eval_gate_fails_on_a_doctored_baseline_and_names_the_metric() {
 }
 
 #[test]
+fn eval_results_record_the_settings_the_run_used() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("chat.toml");
+    std::fs::write(&config, "[recent-8-summary-12]\nrecent = 10\n[tiered]\nsalient = 0.5\n").unwrap();
+    let probes = probes_suite();
+    let run = |name: &str, extra: &[&str]| {
+        let out = dir.path().join(name);
+        let mut args =
+            vec!["--dataset", probes.as_str(), "--strategy", "window", "--budget", "500", "--mode", "agnostic"];
+        args.extend(["--out", out.to_str().unwrap()]);
+        args.extend_from_slice(extra);
+        let o = eval(&args);
+        assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+        results(&out)["config"]["settings"].clone()
+    };
+    let set = run("set", &["--config", config.to_str().unwrap()]);
+    assert_eq!(set["recent-8-summary-12"]["recent"], 10);
+    assert_eq!(set["tiered"]["salient"], 0.5);
+    // Defaults filled in: every knob is there, whether the file named it or not.
+    assert_eq!(set["recent-8-summary-12"]["summarized"], 12);
+    let default = run("default", &[]);
+    assert_eq!(default["recent-8-summary-12"]["recent"], 8);
+}
+
+#[test]
 fn eval_shards_merge_into_the_numbers_of_one_run() {
     let dir = tempfile::tempdir().unwrap();
     let probes = probes_suite();
