@@ -129,3 +129,67 @@ fn the_sentence_split_variant_keeps_speakers_times_and_whole_evidence() {
     assert_eq!(split.probes[0].evidence, ["D1:1.1", "D1:1.2", "D1:1.3", "D1:2"]);
     assert_eq!(split.probes[0].after.as_deref(), Some("D1:1.3"), "asked after the last piece");
 }
+
+#[test]
+fn the_harness_holds_every_bounded_strategy_to_its_budget() {
+    use std::sync::Arc;
+
+    use strata_core::{Context, Conversation, History, Probe, Role, Strategy, StrategyError, Turn};
+
+    use crate::retention::{score_conversation, Mode, Plan};
+
+    /// Sends every turn, as `full` does, but claims to be bounded.
+    struct Everything {
+        bounded: bool,
+    }
+    impl Strategy for Everything {
+        fn name(&self) -> &str {
+            "everything"
+        }
+        fn bounded(&self) -> bool {
+            self.bounded
+        }
+        fn build(&self, history: &History, budget: usize, _: Option<&str>) -> Result<Context, StrategyError> {
+            let mut ctx = Context::new("everything", budget, history.counter());
+            strata_strategies::select::push_verbatim(history, &mut ctx, &(0..history.len()).collect::<Vec<_>>());
+            Ok(ctx)
+        }
+    }
+    let conversation = Conversation {
+        id: "c".into(),
+        turns: (1..=4).map(|i| Turn::new(format!("t{i}"), Role::User, format!("message number {i}"))).collect(),
+        probes: vec![Probe {
+            id: "q".into(),
+            question: "Which number?".into(),
+            answer: "4".into(),
+            evidence: vec!["t4".into()],
+            after: Some("t4".into()),
+            category: None,
+            adversarial_answer: None,
+        }],
+        ..Conversation::default()
+    };
+    let score = |bounded: bool, budget: usize| {
+        let strategies: Vec<Arc<dyn Strategy>> = vec![Arc::new(Everything { bounded })];
+        let plan = Plan {
+            dataset: "d",
+            strategies: &strategies,
+            budgets: &[budget],
+            modes: &[Mode::Agnostic],
+            counter: Arc::new(strata_tokens::Tiktoken::o200k()),
+        };
+        score_conversation(&plan, 0, &conversation)
+    };
+    let history = History::from_conversation(&conversation, Arc::new(strata_tokens::Tiktoken::o200k())).unwrap();
+    let total = Everything { bounded: true }.build(&history, 0, None).unwrap().total_tokens();
+    assert!(score(true, total).is_ok(), "exactly the budget is within it");
+    let err = format!("{:#}", score(true, total - 1).unwrap_err());
+    assert_eq!(
+        err,
+        format!(
+            "transcript c: after turn t4: strategy everything: a context of {total} tokens, over the budget of {}",
+            total - 1
+        )
+    );
+    assert!(score(false, total - 1).is_ok(), "an unbounded strategy says so and is scored as it is");
+}
