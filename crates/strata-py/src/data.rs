@@ -63,21 +63,25 @@ impl Turn {
         whole.get_item("turns")?.get_item(0)
     }
 
+    /// The turn's id, unique within its conversation.
     #[getter]
     fn id(&self) -> &str {
         &self.inner.id
     }
 
+    /// `system`, `user`, `assistant` or `tool`.
     #[getter]
     fn role(&self) -> &str {
         self.inner.role.as_str()
     }
 
+    /// What was said.
     #[getter]
     fn content(&self) -> &str {
         &self.inner.content
     }
 
+    /// Who said it, when the transcript names them.
     #[getter]
     fn speaker(&self) -> Option<&str> {
         self.inner.speaker.as_deref()
@@ -89,11 +93,13 @@ impl Turn {
         self.inner.timestamp.map(Timestamp::seconds)
     }
 
+    /// On a tool turn, the call it answers.
     #[getter]
     fn tool_call_id(&self) -> Option<&str> {
         self.inner.tool_call_id.as_deref()
     }
 
+    /// On an assistant turn, the calls it makes, as dicts with `id`, `name` and `arguments`.
     #[getter]
     fn tool_calls<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         list_of_dicts(py, &self.inner.tool_calls)
@@ -262,11 +268,13 @@ impl Conversation {
         list_of_dicts(py, &messages)
     }
 
+    /// The conversation's id.
     #[getter]
     fn id(&self) -> &str {
         &self.inner.id
     }
 
+    /// Every turn, oldest first.
     #[getter]
     fn turns(&self) -> Vec<Turn> {
         self.inner.turns.iter().map(|t| Turn { inner: t.clone() }).collect()
@@ -371,11 +379,13 @@ impl Block {
         self.inner.kind.as_str()
     }
 
+    /// The message's role.
     #[getter]
     fn role(&self) -> &str {
         self.inner.role.as_str()
     }
 
+    /// The message's `name` (the speaker of a verbatim turn), if any.
     #[getter]
     fn name(&self) -> Option<&str> {
         self.inner.name.as_deref()
@@ -399,6 +409,7 @@ impl Block {
         self.inner.tokens
     }
 
+    /// The block as a dict, as `strata compress --format json` prints it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, &self.inner)
     }
@@ -423,16 +434,19 @@ impl Context {
 
 #[pymethods]
 impl Context {
+    /// The strategy that built it.
     #[getter]
     fn strategy(&self) -> &str {
         &self.inner.strategy
     }
 
+    /// The budget it was built within.
     #[getter]
     fn budget(&self) -> usize {
         self.inner.budget
     }
 
+    /// The messages, in the order they are sent.
     #[getter]
     fn blocks(&self) -> Vec<Block> {
         self.inner.blocks.iter().map(|b| Block { inner: b.clone() }).collect()
@@ -481,6 +495,7 @@ impl Context {
         self.inner.render_text()
     }
 
+    /// The context as a dict, as `strata compress --format json` prints it.
     fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         to_python(py, &self.inner)
     }
@@ -503,8 +518,11 @@ impl Context {
 /// A turn found by `Memory.recall`, with its fused score.
 #[pyclass(module = "strata", frozen)]
 pub(crate) struct Hit {
+    /// The turn found.
     #[pyo3(get)]
     turn: Turn,
+    /// Its fused score (reciprocal ranks of words and meaning, with its neighbours'): higher
+    /// is better; comparable within one search only.
     #[pyo3(get)]
     score: f64,
 }

@@ -188,11 +188,13 @@ impl Memory {
         self.lock().tiers().iter().map(|t| t.as_str()).collect()
     }
 
+    /// The conversation this memory holds.
     #[getter]
     fn conversation(&self) -> String {
         self.lock().conversation().to_string()
     }
 
+    /// The budget the tiers are sized for, and `context`'s default.
     #[getter]
     fn budget(&self) -> usize {
         self.budget

@@ -299,3 +299,43 @@ def test_eval_scores_one_locomo_conversation_with_tiered():
     assert set(runs) == {(s, m) for s in ["window", "tiered", "py-window"] for m in ["agnostic", "aware"]}
     assert runs[("tiered", "aware")]["evidence_recall"] > runs[("window", "aware")]["evidence_recall"]
     assert untimed(dict(runs[("py-window", "aware")], strategy="window")) == untimed(runs[("window", "aware")])
+
+
+def test_the_stubs_cover_every_public_name():
+    """Editors complete from the stubs: every public name of the native module, and every
+    public method and property of its classes, is declared there and has a docstring."""
+    import ast
+    import inspect
+
+    from strata import _strata
+
+    stub_path = Path(strata.__file__).with_name("_strata.pyi")
+    tree = ast.parse(stub_path.read_text())
+    declared = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            declared[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+        elif isinstance(node, ast.FunctionDef):
+            declared[node.name] = set()
+        elif isinstance(node, ast.AnnAssign):
+            declared[node.target.id] = set()
+    public = [n for n in dir(_strata) if not n.startswith("_")]
+    assert sorted(set(public) - set(declared)) == []
+    for name in public:
+        obj = getattr(_strata, name)
+        if inspect.isclass(obj) and not issubclass(obj, BaseException):
+            members = {m for m in vars(obj) if not m.startswith("_")}
+            assert sorted(members - declared[name]) == [], name
+            assert obj.__doc__, name
+            for m in members:
+                assert getattr(obj, m).__doc__, f"{name}.{m}"
+        elif callable(obj):
+            assert obj.__doc__, name
+    package_stub = ast.parse(stub_path.with_name("__init__.pyi").read_text())
+    names = set()
+    for node in package_stub.body:
+        if isinstance(node, ast.ImportFrom) and node.module == "_strata":
+            names.update(a.asname or a.name for a in node.names)
+        elif isinstance(node, (ast.ClassDef, ast.FunctionDef)):
+            names.add(node.name)
+    assert sorted(set(strata.__all__) - names) == []
