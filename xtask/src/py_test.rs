@@ -18,10 +18,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let builder = venv(&work.join("build-venv"), BUILD, false)?;
     let wheels = work.join("wheels");
     let _ = std::fs::remove_dir_all(&wheels);
-    println!("py-test: building the wheel (maturin build --release)");
+    println!("py-test: building the wheel (maturin build --release --strip)");
     let mut build = Command::new(&builder);
     build
-        .args(["-m", "maturin", "build", "--release", "--quiet", "--manifest-path"])
+        .args(["-m", "maturin", "build", "--release", "--strip", "--quiet", "--manifest-path"])
         .arg(root.join("crates/strata-py/Cargo.toml"))
         .arg("--out")
         .arg(&wheels)
