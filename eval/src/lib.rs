@@ -368,7 +368,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
 
 /// The sentence embeddings `name` selects, cached on disk, for the memory and the topic
 /// detectors.
-fn embeddings(name: &str, models_dir: &Path) -> Result<Arc<dyn strata_core::Embedder>> {
+pub fn embeddings(name: &str, models_dir: &Path) -> Result<Arc<dyn strata_core::Embedder>> {
     let model = strata_candle::load_embedder(name, models_dir)?;
     Ok(Arc::new(strata_candle::CachedEmbedder::open(model, &models_dir.join(".cache"))?))
 }

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
-use strata_core::{Context, Conversation, History, Probe, Strategy, StrategyError, TokenCounter};
+use strata_core::{Context, Conversation, History, Probe, Strategy, TokenCounter};
 
 use crate::metrics::ScoredText;
 
@@ -153,16 +153,14 @@ pub fn score_conversation(
                     let ms = start.elapsed().as_secs_f64() * 1e3;
                     // Every bounded strategy is held to its budget here, built-in or not: a
                     // context over it would score retention it could never be sent with.
-                    if strategy.bounded() && ctx.total_tokens() > budget {
-                        return Err(anyhow::Error::new(StrategyError::Failed {
-                            strategy: strategy.name().to_string(),
-                            message: format!("a context of {} tokens, over the budget of {budget}", ctx.total_tokens()),
-                        })
-                        .context(format!(
-                            "transcript {}: after turn {}",
-                            conversation.id,
-                            history.turns().last().map_or("(none)", |t| t.id.as_str())
-                        )));
+                    if strategy.bounded() {
+                        ctx.check_budget().with_context(|| {
+                            format!(
+                                "transcript {}: after turn {}",
+                                conversation.id,
+                                history.turns().last().map_or("(none)", |t| t.id.as_str())
+                            )
+                        })?;
                     }
                     Ok((ctx, ms))
                 };

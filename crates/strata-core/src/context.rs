@@ -126,6 +126,18 @@ impl Context {
         self.overhead + self.blocks.iter().map(|b| b.tokens).sum::<usize>()
     }
 
+    /// Refuses a context over its budget, naming the strategy that built it: the one rule
+    /// every bounded strategy is held to, wherever a context is checked.
+    pub fn check_budget(&self) -> Result<(), crate::StrategyError> {
+        if self.total_tokens() <= self.budget {
+            return Ok(());
+        }
+        Err(crate::StrategyError::Failed {
+            strategy: self.strategy.clone(),
+            message: format!("a context of {} tokens, over the budget of {}", self.total_tokens(), self.budget),
+        })
+    }
+
     /// Ids of every turn the context holds verbatim (or recalled), in context order.
     pub fn verbatim_ids(&self) -> impl Iterator<Item = &str> {
         self.blocks

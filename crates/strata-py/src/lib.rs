@@ -130,12 +130,8 @@ fn compress(
     let strategy = build_strategy(py, strategy, &config, model, embedder, models_dir)?;
     let built = py.detach(|| strategy.build(&history, budget, question.as_deref()));
     let ctx = built.map_err(|e| errors::strategy_failed(py, e))?;
-    if strategy.bounded() && ctx.total_tokens() > budget {
-        return Err(errors::strategy_error(format!(
-            "strategy {}: a context of {} tokens, over the budget of {budget}",
-            strategy.name(),
-            ctx.total_tokens()
-        )));
+    if strategy.bounded() {
+        ctx.check_budget().map_err(|e| errors::strategy_failed(py, e))?;
     }
     Ok(Context::new(ctx, history.full_context_tokens()))
 }
@@ -160,19 +156,13 @@ fn build_strategy(
     if name == "tiered" {
         let embedder = match embedder {
             "none" => None,
-            e => Some(py.detach(|| embedder_named(e, &models)).into_py()?),
+            e => Some(py.detach(|| strata_eval::embeddings(e, &models)).into_py()?),
         };
         let tiered = config.tiered.clone();
         let t = strata::Tiered::new(embedder, generator).configure(move |m| m.layout.tiered = tiered.clone());
         return Ok(Arc::new(t));
     }
     Ok(Arc::from(strata_strategies::build(name, config, generator).into_py()?))
-}
-
-/// The sentence embedder `name` selects, its vectors cached under the models folder.
-pub(crate) fn embedder_named(name: &str, models: &std::path::Path) -> anyhow::Result<Arc<dyn strata_core::Embedder>> {
-    let model = strata_candle::load_embedder(name, models)?;
-    Ok(Arc::new(strata_candle::CachedEmbedder::open(model, &models.join(".cache"))?))
 }
 
 /// A local chat model (`qwen`, `qwen1.5b`, `smollm2`, a GGUF path), answers cached under the

@@ -61,7 +61,7 @@ impl Memory {
         let models = crate::models_dir(models_dir);
         let embedder = match embedder.as_deref() {
             None | Some("none") => None,
-            Some(name) => Some(py.detach(|| crate::embedder_named(name, &models)).into_py()?),
+            Some(name) => Some(py.detach(|| strata_eval::embeddings(name, &models)).into_py()?),
         };
         let generator = match model {
             None => None,

@@ -108,8 +108,6 @@ pub fn assemble(name: &str, history: &History, budget: usize, picks: &[Pick]) ->
         }
     }
     let ctx = finish(ctx);
-    if ctx.total_tokens() > budget {
-        return Err(failed(format!("a context of {} tokens, over the budget of {budget}", ctx.total_tokens())));
-    }
+    ctx.check_budget()?;
     Ok(ctx)
 }
