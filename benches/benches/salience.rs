@@ -1,6 +1,7 @@
 //! The question-agnostic salience pass against the registry it replaced, on the same 1,000
-//! turns of the committed probe set: building the statistics turn by turn, and choosing the
-//! sentences for a 2,000-token block.
+//! turns of the committed probe set: building the statistics turn by turn, ranking every
+//! sentence (what the memory's background thread does after a push), packing a ranking into a
+//! 2,000-token block (what `context()` does), and both at once (`select`).
 //!
 //! The reference is `Registry::from_turns` and `Registry::render` into the same allowance, in
 //! the same run, so the numbers are read as ratios. Each iteration asserts what it built
@@ -49,6 +50,21 @@ fn salience(c: &mut Criterion) {
         s.add_turn(i, t);
     }
     let registry = Registry::from_turns(&turns);
+    group.bench_function("salience_rank", |b| {
+        b.iter(|| {
+            let r = s.rank(0..turns.len(), &counter, &config);
+            assert!(r.len() > 100);
+            r.len()
+        })
+    });
+    let ranking = s.rank(0..turns.len(), &counter, &config);
+    group.bench_function("salience_pack_2000", |b| {
+        b.iter(|| {
+            let got = ranking.pack(&turns, turns.len(), 2000, &counter, &config, &none).expect("a block");
+            assert!(counter.count_message(Role::System, None, &got.text, None, &[]) <= 2000 && got.turn_ids.len() > 10);
+            got.turn_ids.len()
+        })
+    });
     group.bench_function("salience_select_2000", |b| {
         b.iter(|| {
             let got = s.select(&turns, 0..turns.len(), 2000, &counter, &config, &none).expect("a block");

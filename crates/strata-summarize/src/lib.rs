@@ -19,7 +19,7 @@ pub use abstractive::{request, runs, summarize, summarize_folded, Outcome, Summa
 pub use extractive::{Extract, ExtractiveConfig, Kept, Profile};
 pub use keep::{check, Verdict};
 pub use registry::{extract, Fact, FactKind, Registry, Span};
-pub use salience::{Salience, SalienceConfig, Salient, SALIENT_HEADING};
+pub use salience::{Ranking, Salience, SalienceConfig, Salient, SALIENT_HEADING};
 
 #[cfg(test)]
 mod tests;

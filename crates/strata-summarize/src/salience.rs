@@ -17,7 +17,8 @@
 //! expressions ("yesterday") meant when they were said. Nothing here knows a phrasing: the
 //! registry's rules, where a caller has them, only mark superseded values.
 
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeSet, BinaryHeap, HashMap};
+use std::sync::Arc;
 
 use strata_core::{Role, TokenCounter, Turn};
 
@@ -112,33 +113,49 @@ struct Candidate {
     turn: usize,
     /// Position among its turn's sentences.
     order: usize,
-    text: String,
-    /// Distinct content words.
-    words: Vec<String>,
+    text: Arc<str>,
+    /// Distinct content words, as ids into [`Salience::df`].
+    words: Vec<u32>,
     /// All words, for the length.
     length: usize,
 }
 
+/// What a kept sentence's turn adds to the block besides the sentence: its speaker, and the
+/// day it was said.
+#[derive(Debug, Clone, Default)]
+struct TurnMeta {
+    speaker: String,
+    day: Option<Date>,
+}
+
 /// Document frequencies over every sentence added, and the candidate sentences, both
-/// extended a turn at a time (O(that turn)).
+/// extended a turn at a time (O(that turn)). Words are interned: ids are given in the order
+/// words first appear, so everything computed from them is deterministic.
 #[derive(Debug, Clone, Default)]
 pub struct Salience {
-    df: BTreeMap<String, u32>,
+    ids: HashMap<String, u32>,
+    /// By word id: the word, and in how many sentences it appears.
+    words: Vec<String>,
+    df: Vec<u32>,
     sentences: u32,
     candidates: Vec<Candidate>,
+    /// By turn index, for every turn added.
+    meta: Vec<TurnMeta>,
     /// Sentences of at least this many words are candidates clause by clause (0: never).
     clause_words: usize,
-    /// What the counter said about candidates and words, kept across selections: a live
-    /// memory selects at every turn from nearly the same candidates.
+    /// What the counter said about candidates, turns and words, kept across rankings: a live
+    /// memory ranks again after every turn, from nearly the same candidates.
     memo: Memo,
 }
 
-/// Token counts of candidates (by index) and rarities of words, for one counter.
+/// Token counts of candidates (by index), of turns' speaker and date lines (by turn), and
+/// rarities of words (by id), for one counter.
 #[derive(Debug, Default, Clone)]
 struct MemoInner {
     counter: String,
     cost: Vec<Option<usize>>,
-    rarity: BTreeMap<String, Option<f32>>,
+    lines: Vec<Option<(usize, usize)>>,
+    rarity: Vec<Option<Option<f32>>>,
 }
 
 #[derive(Debug, Default)]
@@ -163,6 +180,30 @@ pub struct Salient {
     pub turn_ids: Vec<String>,
 }
 
+/// One ranked sentence, with everything packing needs to cost it.
+#[derive(Debug, Clone)]
+struct Ranked {
+    turn: usize,
+    order: usize,
+    text: Arc<str>,
+    /// The sentence's own tokens.
+    tokens: usize,
+    /// Its turn's speaker prefix, and the date line of its day.
+    line_tokens: usize,
+    day: Option<Date>,
+    day_tokens: usize,
+}
+
+/// The candidate sentences of a conversation in the order they would be kept with no budget:
+/// most informative first, each scored after the discount for what the ones before it
+/// already carry. Made once (by a background thread in a live memory), then packed into any
+/// allowance at the cost of a walk down the list ([`Ranking::pack`]).
+#[derive(Debug, Clone, Default)]
+pub struct Ranking {
+    turns: usize,
+    items: Vec<Ranked>,
+}
+
 impl Salience {
     pub fn new() -> Salience {
         Salience::default()
@@ -175,10 +216,19 @@ impl Salience {
         self
     }
 
+    /// How many turns have been added (the highest index added, plus one).
+    pub fn turns(&self) -> usize {
+        self.meta.len()
+    }
+
     /// Adds turn `index`'s sentences to the statistics and the candidates. The pinned system
     /// prompt (index 0, role system) counts for the statistics only: it is always shown.
     pub fn add_turn(&mut self, index: usize, turn: &Turn) {
         let pinned = index == 0 && turn.role == Role::System;
+        if self.meta.len() <= index {
+            self.meta.resize(index + 1, TurnMeta::default());
+        }
+        self.meta[index] = TurnMeta { speaker: speaker(turn), day: turn.timestamp.map(Date::of) };
         let clause_words = self.clause_words;
         let units: Vec<String> = split(index, turn)
             .into_iter()
@@ -186,33 +236,123 @@ impl Salience {
             .collect();
         for (order, text) in units.into_iter().enumerate() {
             let all: Vec<String> = words(&text).collect();
-            let distinct: BTreeSet<String> = all.iter().filter(|w| !is_stopword(w)).cloned().collect();
+            let mut distinct: Vec<u32> = all.iter().filter(|w| !is_stopword(w)).map(|w| self.intern(w)).collect();
+            distinct.sort_unstable();
+            distinct.dedup();
             self.sentences += 1;
-            for w in &distinct {
-                *self.df.entry(w.clone()).or_insert(0) += 1;
+            for &w in &distinct {
+                self.df[w as usize] += 1;
             }
             if !pinned {
                 self.candidates.push(Candidate {
                     turn: index,
                     order,
-                    text,
-                    words: distinct.into_iter().collect(),
+                    text: Arc::from(text),
+                    words: distinct,
                     length: all.len(),
                 });
             }
         }
     }
 
-    /// Inverse document frequency of a word among the sentences added so far.
-    fn idf(&self, w: &str) -> f32 {
-        let n = self.sentences.max(1) as f32;
-        (n / self.df.get(w).copied().unwrap_or(1).max(1) as f32).ln().max(0.0)
+    fn intern(&mut self, w: &str) -> u32 {
+        if let Some(&id) = self.ids.get(w) {
+            return id;
+        }
+        let id = self.words.len() as u32;
+        self.ids.insert(w.to_string(), id);
+        self.words.push(w.to_string());
+        self.df.push(0);
+        id
     }
 
-    /// The most informative sentences of the turns in `range` within `allowance` tokens, as one
-    /// system message; `marked` gives a note for a sentence (that a later turn superseded it),
-    /// shown after it. Marked sentences score as any other: whether an old value still
-    /// matters is the reader's call, and the note tells it. `None` when nothing fits.
+    /// The candidates of the turns in `range` in the order they would be kept with no budget.
+    /// Lazy greedy: a sentence's score only falls as more is kept, so a popped sentence whose
+    /// rescored value still beats the next stale one is the true best. Sentences with no
+    /// information left are not ranked.
+    pub fn rank(
+        &self,
+        range: std::ops::Range<usize>,
+        counter: &dyn TokenCounter,
+        config: &SalienceConfig,
+    ) -> Ranking {
+        let mut memo = self.memo.lock();
+        if memo.counter != counter.name() {
+            *memo = MemoInner { counter: counter.name().to_string(), ..MemoInner::default() };
+        }
+        memo.cost.resize(self.candidates.len(), None);
+        memo.lines.resize(self.meta.len(), None);
+        memo.rarity.resize(self.words.len(), None);
+        // Each word's weight once per ranking: its IDF among the sentences added so far,
+        // times its rarity outside the conversation where that weighs anything (asked of
+        // the tokenizer once per word, ever).
+        let n = self.sentences.max(1) as f32;
+        let b = config.background as f32;
+        let weight: Vec<f32> = (0..self.words.len())
+            .map(|w| {
+                let idf = (n / self.df[w].max(1) as f32).ln().max(0.0);
+                if b == 0.0 || idf == 0.0 {
+                    return idf;
+                }
+                let r = *memo.rarity[w].get_or_insert_with(|| counter.rarity(&self.words[w]));
+                idf * r.map_or(1.0, |r| 1.0 - b + b * r.clamp(0.0, 1.0))
+            })
+            .collect();
+        let pool: Vec<usize> = (0..self.candidates.len())
+            .filter(|&i| {
+                let c = &self.candidates[i];
+                range.contains(&c.turn) && c.words.len() >= config.min_words
+            })
+            .collect();
+        let total: Vec<f32> =
+            pool.iter().map(|&i| self.candidates[i].words.iter().map(|&w| weight[w as usize]).sum()).collect();
+        let base: Vec<f32> = pool
+            .iter()
+            .zip(&total)
+            .map(|(&i, t)| t / (self.candidates[i].length.max(1) as f32).powf(config.length_exponent as f32))
+            .collect();
+        let mut heap: BinaryHeap<(Score, usize)> = base.iter().enumerate().map(|(k, &s)| (Score(s), k)).collect();
+        let mut covered = vec![false; self.words.len()];
+        let mut items: Vec<Ranked> = Vec::new();
+        while let Some((Score(stale), k)) = heap.pop() {
+            if stale <= 0.0 {
+                break;
+            }
+            let c = &self.candidates[pool[k]];
+            let seen: f32 = c.words.iter().filter(|&&w| covered[w as usize]).map(|&w| weight[w as usize]).sum();
+            let fresh =
+                if total[k] > 0.0 { base[k] * (1.0 - config.redundancy as f32 * seen / total[k]) } else { 0.0 };
+            if heap.peek().is_some_and(|(Score(next), _)| fresh < *next) {
+                heap.push((Score(fresh), k));
+                continue;
+            }
+            if fresh <= 0.0 {
+                break;
+            }
+            for &w in &c.words {
+                covered[w as usize] = true;
+            }
+            let tokens = *memo.cost[pool[k]].get_or_insert_with(|| counter.count(&c.text));
+            let meta = &self.meta[c.turn];
+            let (line_tokens, day_tokens) = *memo.lines[c.turn].get_or_insert_with(|| {
+                let day = meta.day.map_or(0, |d| counter.count(&format!("[{d}]")) + 2);
+                (counter.count(&meta.speaker) + 2, day)
+            });
+            items.push(Ranked {
+                turn: c.turn,
+                order: c.order,
+                text: c.text.clone(),
+                tokens,
+                line_tokens,
+                day: meta.day,
+                day_tokens,
+            });
+        }
+        Ranking { turns: self.turns(), items }
+    }
+
+    /// The most informative sentences of the turns in `range` within `allowance` tokens, as
+    /// one system message: [`Salience::rank`] then [`Ranking::pack`].
     pub fn select(
         &self,
         turns: &[Turn],
@@ -222,86 +362,71 @@ impl Salience {
         config: &SalienceConfig,
         marked: &dyn Fn(usize, &str) -> Option<String>,
     ) -> Option<Salient> {
+        let end = range.end;
+        self.rank(range, counter, config).pack(turns, end, allowance, counter, config, marked)
+    }
+}
+
+impl Ranking {
+    /// How many turns the statistics had when this ranking was made.
+    pub fn turns(&self) -> usize {
+        self.turns
+    }
+
+    /// How many sentences are ranked.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    /// The ranked sentences of turns before `upto`, best first, as many as fit `allowance`
+    /// tokens, as one system message; `turns` is the conversation the ranking was made from
+    /// (or a longer one). `marked` gives a note for a sentence (that a later turn superseded
+    /// it), shown after it. Marked sentences rank as any other: whether an old value still
+    /// matters is the reader's call, and the note tells it. `None` when nothing fits.
+    ///
+    /// A sentence that does not fit is passed over, and the ones after it were ranked as if
+    /// it had been kept; with every allowance drawn from one ranking, that is the price of
+    /// never ranking at the caller's moment.
+    pub fn pack(
+        &self,
+        turns: &[Turn],
+        upto: usize,
+        allowance: usize,
+        counter: &dyn TokenCounter,
+        config: &SalienceConfig,
+        marked: &dyn Fn(usize, &str) -> Option<String>,
+    ) -> Option<Salient> {
         let heading = counter.count_message(Role::System, None, SALIENT_HEADING, None, &[]);
         if heading >= allowance {
             return None;
         }
-        let mut memo = self.memo.lock();
-        if memo.counter != counter.name() {
-            *memo = MemoInner { counter: counter.name().to_string(), ..MemoInner::default() };
-        }
-        memo.cost.resize(self.candidates.len(), None);
-        let pool: Vec<(usize, &Candidate)> = self
-            .candidates
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| range.contains(&c.turn) && c.words.len() >= config.min_words)
-            .collect();
-        // Rarity per distinct word, asked of the tokenizer once per selection, and only when
-        // it weighs anything.
-        let b = config.background as f32;
-        let rarity = &mut memo.rarity;
-        let idf: Vec<Vec<f32>> = pool
-            .iter()
-            .map(|(_, c)| {
-                c.words
-                    .iter()
-                    .map(|w| {
-                        let weight = if b == 0.0 {
-                            1.0
-                        } else {
-                            let r = match rarity.get(w.as_str()) {
-                                Some(r) => *r,
-                                None => *rarity.entry(w.clone()).or_insert(counter.rarity(w)),
-                            };
-                            r.map_or(1.0, |r| 1.0 - b + b * r.clamp(0.0, 1.0))
-                        };
-                        self.idf(w) * weight
-                    })
-                    .collect()
-            })
-            .collect();
-        let notes: Vec<Option<String>> = pool.iter().map(|(_, c)| marked(c.turn, &c.text)).collect();
-        let base: Vec<f32> = pool
-            .iter()
-            .zip(&idf)
-            .map(|((_, c), idf)| idf.iter().sum::<f32>() / (c.length.max(1) as f32).powf(config.length_exponent as f32))
-            .collect();
-        // Lazy greedy: a sentence's score only falls as more is kept, so a popped sentence
-        // whose rescored value still beats the next stale one is the true best.
-        let mut heap: BinaryHeap<(Score, usize)> = base.iter().enumerate().map(|(i, &s)| (Score(s), i)).collect();
-        let mut covered: BTreeSet<&str> = BTreeSet::new();
-        let mut kept: Vec<usize> = Vec::new();
+        let mut kept: Vec<(usize, Option<String>)> = Vec::new();
         let mut lines: BTreeSet<usize> = BTreeSet::new();
         let mut days: BTreeSet<Date> = BTreeSet::new();
         let mut used = heading;
-        while let Some((Score(stale), i)) = heap.pop() {
-            if stale <= 0.0 || used >= allowance {
+        for (k, r) in self.items.iter().enumerate() {
+            if used >= allowance {
                 break;
             }
-            let c = pool[i].1;
-            let total: f32 = idf[i].iter().sum();
-            let seen: f32 =
-                c.words.iter().zip(&idf[i]).filter(|(w, _)| covered.contains(w.as_str())).map(|(_, x)| x).sum();
-            let fresh = if total > 0.0 { base[i] * (1.0 - config.redundancy as f32 * seen / total) } else { 0.0 };
-            if heap.peek().is_some_and(|(Score(next), _)| fresh < *next) {
-                heap.push((Score(fresh), i));
+            if r.turn >= upto || r.turn >= turns.len() {
                 continue;
             }
             // What the sentence adds to the rendered block: itself, its turn's speaker when
             // the turn has no line yet, and the day's date line when the day has none.
-            let turn = &turns[c.turn];
-            let own = *memo.cost[pool[i].0].get_or_insert_with(|| counter.count(&c.text));
-            let mut cost = own + 1;
-            if let Some(note) = &notes[i] {
+            let note = marked(r.turn, &r.text);
+            let mut cost = r.tokens + 1;
+            if let Some(note) = &note {
                 cost += counter.count(note) + 1;
             }
-            if !lines.contains(&c.turn) {
-                cost += counter.count(&speaker(turn)) + 2;
-                let day = turn.timestamp.map(Date::of);
-                if let (true, Some(d)) = (config.dated, day) {
+            if !lines.contains(&r.turn) {
+                cost += r.line_tokens;
+                if let (true, Some(d)) = (config.dated, r.day) {
                     if !days.contains(&d) {
-                        cost += counter.count(&format!("[{d}]")) + 2;
+                        cost += r.day_tokens;
                     }
                 }
             }
@@ -309,12 +434,11 @@ impl Salience {
                 continue;
             }
             used += cost;
-            lines.insert(c.turn);
-            if let (true, Some(ts)) = (config.dated, turn.timestamp) {
-                days.insert(Date::of(ts));
+            lines.insert(r.turn);
+            if let (true, Some(d)) = (config.dated, r.day) {
+                days.insert(d);
             }
-            covered.extend(c.words.iter().map(String::as_str));
-            kept.push(i);
+            kept.push((k, note));
         }
         // Rendered, then held to the allowance exactly: drop the last kept until it fits
         // (merges across lines make the estimate differ by a few tokens).
@@ -322,18 +446,15 @@ impl Salience {
             if kept.is_empty() {
                 return None;
             }
-            let shown: Vec<(usize, usize, &Candidate, Option<&String>)> = {
-                let mut v: Vec<_> =
-                    kept.iter().map(|&i| (pool[i].1.turn, pool[i].1.order, pool[i].1, notes[i].as_ref())).collect();
-                v.sort_by_key(|&(t, o, _, _)| (t, o));
-                v
-            };
+            let mut shown: Vec<(&Ranked, Option<&String>)> =
+                kept.iter().map(|(k, note)| (&self.items[*k], note.as_ref())).collect();
+            shown.sort_by_key(|(r, _)| (r.turn, r.order));
             let text = render(turns, &shown, config);
             if counter.count_message(Role::System, None, &text, None, &[]) <= allowance {
                 let mut turn_ids: Vec<String> = Vec::new();
-                for (t, ..) in &shown {
-                    if turn_ids.last() != Some(&turns[*t].id) {
-                        turn_ids.push(turns[*t].id.clone());
+                for (r, _) in &shown {
+                    if turn_ids.last() != Some(&turns[r.turn].id) {
+                        turn_ids.push(turns[r.turn].id.clone());
                     }
                 }
                 return Some(Salient { text, turn_ids });
@@ -349,14 +470,14 @@ fn speaker(turn: &Turn) -> String {
 
 /// One line per turn (its speaker, the relative dates its kept sentences use, the sentences,
 /// " … " where sentences between them were left out), a date line opening each day.
-fn render(turns: &[Turn], shown: &[(usize, usize, &Candidate, Option<&String>)], config: &SalienceConfig) -> String {
+fn render(turns: &[Turn], shown: &[(&Ranked, Option<&String>)], config: &SalienceConfig) -> String {
     let mut text = String::from(SALIENT_HEADING);
     let mut last_day: Option<Date> = None;
     let mut k = 0;
     while k < shown.len() {
-        let t = shown[k].0;
+        let t = shown[k].0.turn;
         let mut end = k;
-        while end < shown.len() && shown[end].0 == t {
+        while end < shown.len() && shown[end].0.turn == t {
             end += 1;
         }
         let turn = &turns[t];
@@ -374,18 +495,18 @@ fn render(turns: &[Turn], shown: &[(usize, usize, &Candidate, Option<&String>)],
         if let (true, Some(ts)) = (config.dated, turn.timestamp) {
             let notes: Vec<String> = shown[k..end]
                 .iter()
-                .flat_map(|(.., c, _)| resolve_relative(&c.text, ts))
+                .flat_map(|(r, _)| resolve_relative(&r.text, ts))
                 .map(|r| format!("{} = {}", r.phrase, r.means))
                 .collect();
             if !notes.is_empty() {
                 text.push_str(&format!("[{}] ", notes.join("; ")));
             }
         }
-        for (j, (_, order, c, note)) in shown[k..end].iter().enumerate() {
+        for (j, (r, note)) in shown[k..end].iter().enumerate() {
             if j > 0 {
-                text.push_str(if shown[k + j - 1].1 + 1 == *order { " " } else { " … " });
+                text.push_str(if shown[k + j - 1].0.order + 1 == r.order { " " } else { " … " });
             }
-            text.push_str(&c.text);
+            text.push_str(&r.text);
             if let Some(n) = note {
                 text.push_str(&format!(" [{n}]"));
             }

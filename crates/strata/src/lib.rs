@@ -12,6 +12,7 @@
 
 mod memory;
 mod phrases;
+mod ranker;
 mod recall;
 mod reembed;
 mod tiered;

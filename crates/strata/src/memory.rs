@@ -13,10 +13,11 @@ use strata_core::{
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
 use strata_store::{MemoryStore, SqliteStore, TurnVectors};
 use strata_strategies::TieredConfig;
-use strata_summarize::{ExtractiveConfig, Registry, Salience, SummaryConfig};
+use strata_summarize::{ExtractiveConfig, Ranking, Registry, SummaryConfig};
 use strata_topic::{TopicConfig, Tracker};
 
 use crate::phrases::PhraseIndex;
+use crate::ranker::Ranker;
 use crate::recall::{self, RecallConfig};
 use crate::worker::{self, Job, SpanKey, Worker};
 
@@ -164,10 +165,16 @@ pub struct Memory {
     /// superseded values among the salient sentences.
     registry: Registry,
     registry_upto: usize,
-    /// Word statistics of every turn and the sentences that may be shown as salient.
-    salience: Salience,
-    /// The last salient block, by (turns, candidates before, allowance): contexts built at
-    /// one turn for many questions share it (it does not depend on the question).
+    /// Ranks the sentences that may be shown as salient, off the caller's thread.
+    ranker: Ranker,
+    /// Turns stored but not yet sent to the ranker (sent once per push or push_all).
+    unranked: Vec<(usize, Turn)>,
+    /// The ranking contexts use: taken from the ranker at turn boundaries only, like the
+    /// summaries, so the context's prefix does not change between two pushes.
+    ranking: Option<Arc<Ranking>>,
+    /// The last salient block, by (ranked turns, turns, candidates before, allowance):
+    /// contexts built at one turn for many questions share it (it does not depend on the
+    /// question).
     salient_cache: std::sync::Mutex<Option<SalientEntry>>,
     worker: Worker,
     /// The summaries contexts use: taken from the worker at turn boundaries only.
@@ -227,7 +234,7 @@ impl Memory {
             },
             finished.keys().copied().collect(),
         );
-        let salience = Salience::new().with_clauses(config.layout.tiered.clause_words);
+        let ranker = Ranker::start(parts.counter.clone(), config.layout.tiered.salience());
         let mut memory = Memory {
             grouping: recall::Grouping::default(),
             phrases: PhraseIndex::default(),
@@ -242,7 +249,9 @@ impl Memory {
             spans: Vec::new(),
             registry: Registry::new(),
             registry_upto: 0,
-            salience,
+            ranker,
+            unranked: Vec::new(),
+            ranking: None,
             salient_cache: std::sync::Mutex::new(None),
             worker,
             shown: finished,
@@ -255,9 +264,11 @@ impl Memory {
             let turns = memory.history.turns().to_vec();
             memory.index_phrases(&turns);
         }
-        for (i, t) in memory.history.turns().iter().enumerate() {
-            memory.salience.add_turn(i, t);
-        }
+        // The stored turns are ranked before the memory is handed out (as the statistics
+        // above are rebuilt), so a reopened memory's first context has them.
+        memory.ranker.send(memory.history.turns().iter().cloned().enumerate().collect());
+        memory.ranker.settle();
+        memory.ranking = memory.ranker.latest();
         memory.advance_live();
         memory.respan(0);
         memory.sync_registry();
@@ -329,7 +340,9 @@ impl Memory {
         // Validate against the history first, so a bad turn is refused before it is stored.
         self.history.push(turn.clone())?;
         let (vector, sentences) = self.embed_turn(&turn);
-        self.store_and_plan(turn, vector, sentences)
+        let stored = self.store_and_plan(turn, vector, sentences);
+        self.send_unranked();
+        stored
     }
 
     /// Adds several turns in order, each stored, planned and acknowledged as by
@@ -340,15 +353,28 @@ impl Memory {
     pub fn push_all(&mut self, turns: &[Turn]) -> Result<(), MemoryError> {
         let mut vectors = self.embed_turns(turns).into_iter();
         self.embed_phrases(turns);
+        let mut stored = Ok(());
         for turn in turns {
-            self.history.push(turn.clone())?;
-            let (vector, sentences) = match vectors.next() {
-                Some(v) => v,
-                None => self.embed_turn(turn),
-            };
-            self.store_and_plan(turn.clone(), vector, sentences)?;
+            stored = self.history.push(turn.clone()).map_err(MemoryError::from).and_then(|()| {
+                let (vector, sentences) = match vectors.next() {
+                    Some(v) => v,
+                    None => self.embed_turn(turn),
+                };
+                self.store_and_plan(turn.clone(), vector, sentences)
+            });
+            if stored.is_err() {
+                break;
+            }
         }
-        Ok(())
+        // One batch for the ranker: it ranks once for all of them.
+        self.send_unranked();
+        stored
+    }
+
+    fn send_unranked(&mut self) {
+        if !self.unranked.is_empty() {
+            self.ranker.send(std::mem::take(&mut self.unranked));
+        }
     }
 
     /// The vectors of `turns` from one embedder call, or nothing when there is no embedder
@@ -394,7 +420,7 @@ impl Memory {
         self.recalled_tokens.push(cost);
         self.extend_grouping();
         self.tiers.push(Tier::Hot);
-        self.salience.add_turn(i, &turn);
+        self.unranked.push((i, turn.clone()));
         self.index_phrases(std::slice::from_ref(&turn));
         self.replan(false, self.topics.moved_from())?;
         // A turn boundary: summaries finished since the last one come into view.
@@ -414,11 +440,18 @@ impl Memory {
     /// evaluations that want the settled state, never needed for correctness.
     pub fn settle(&mut self) {
         self.worker.settle();
+        self.ranker.settle();
         self.take_summaries();
     }
 
+    /// A turn boundary: the summaries finished since the last one, and the newest ranking of
+    /// salient sentences, come into view.
     fn take_summaries(&mut self) {
         self.shown.extend(self.worker.take_finished());
+        self.ranking = self.ranker.latest();
+        if let Some(why) = self.ranker.take_failure() {
+            self.notes.push(format!("{why}; contexts go on without salient sentences"));
+        }
     }
 
     /// A turn's vectors: of the text the lexical index holds (speaker and date included, so a

@@ -133,7 +133,37 @@ fn turns_tiers_and_summaries_survive_reopening() {
     // Nothing is summarised again: the stored summaries are reused, and the context is the same.
     assert_eq!(m.pending(), 0);
     assert_eq!(m.store().summaries("conv").unwrap(), summaries);
+    // The salient sentences too: ranked from the stored turns before `open` returns.
+    assert!(ctx.blocks.iter().any(|b| b.kind == BlockKind::Salient));
     assert_eq!(m.context(300, None).unwrap(), ctx);
+}
+
+/// Salient sentences are ranked by a background thread and, like summaries, come into view
+/// only at a turn boundary: the context does not wait for a ranking, and does not change
+/// between two pushes when one finishes.
+#[test]
+fn salient_sentences_are_ranked_in_the_background_and_swapped_in_at_turn_boundaries() {
+    let turns = day();
+    let mut m = open(300, None);
+    m.push_all(&turns[..turns.len() - 1]).unwrap();
+    m.settle();
+    let settled = m.context(300, None).unwrap();
+    let salient = |c: &strata_core::Context| c.blocks.iter().find(|b| b.kind == BlockKind::Salient).cloned();
+    assert!(salient(&settled).is_some());
+    // A push takes the newest ranking finished at that moment, which cannot have seen the
+    // turn being pushed; the ranking with it lands later and waits for the next boundary.
+    m.push(turns[turns.len() - 1].clone()).unwrap();
+    let before = m.context(300, None).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert_eq!(m.context(300, None).unwrap(), before);
+    m.settle();
+    let after = m.context(300, None).unwrap();
+    // Settled, the context is the one a memory that saw every turn at once builds.
+    let mut whole = open(300, None);
+    whole.push_all(&turns).unwrap();
+    whole.settle();
+    assert_eq!(after, whole.context(300, None).unwrap());
+    assert!(salient(&after).is_some());
 }
 
 /// Topic shifts found by similarity (no pauses, no cue phrases) are the same for a memory
@@ -633,6 +663,7 @@ fn pushing_a_batch_is_pushing_each_turn() {
     all.push_all(&turns[3..]).unwrap();
     one.settle();
     all.settle();
+    assert!(one.context(400, None).unwrap().blocks.iter().any(|b| b.kind == BlockKind::Salient));
     assert_eq!(all.tiers(), one.tiers());
     assert_eq!(all.topic_starts(), one.topic_starts());
     assert_eq!(all.context(400, None).unwrap(), one.context(400, None).unwrap());

@@ -14,14 +14,14 @@ use super::{Memory, MemoryError};
 /// The first line of the recalled block.
 const RECALLED_HEADING: &str = "[Recalled from earlier in this conversation, verbatim]";
 
-/// A cached salient block: (turns, candidates before, allowance) and the block.
-pub(super) type SalientEntry = ((usize, usize, usize), Option<Block>);
+/// A cached salient block: (ranked turns, turns, candidates before, allowance) and the block.
+pub(super) type SalientEntry = ((usize, usize, usize, usize), Option<Block>);
 
 impl Memory {
     /// The salient sentences of turns before `upto` within `allowance`, sentences whose every
     /// fact a later turn replaced marked as superseded.
     fn salient_block(&self, allowance: usize, upto: usize) -> Option<Block> {
-        let key = (self.history.len(), upto, allowance);
+        let key = (self.ranking.as_ref().map_or(0, |r| r.turns()), self.history.len(), upto, allowance);
         let mut cache = self.salient_cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((k, block)) = cache.as_ref() {
             if *k == key {
@@ -45,9 +45,10 @@ impl Memory {
             superseded.get(&(turn, sentence)).copied().flatten().map(|by| format!("superseded at {by}"))
         };
         let counter = self.history.counter();
-        let s = self.salience.select(
+        // The ranking made in the background (see `ranker`); only packed here.
+        let s = self.ranking.as_ref()?.pack(
             self.history.turns(),
-            self.history.pinned()..upto,
+            upto,
             allowance,
             counter,
             &self.config.layout.tiered.salience(),
