@@ -1,4 +1,4 @@
-//! Phrasing families: the same kinds of planted fact as the committed set, written as three
+//! Phrasing families: the same kinds of planted fact as the committed set, written as four
 //! other people would write them, so that a score can be split into the families a mechanism
 //! was tuned on (`probes-dev`) and one it never saw (`probes-heldout`).
 //!
@@ -25,16 +25,20 @@ pub enum Family {
     /// A coding agent's session: shell output, stack traces, config files, the assistant
     /// reporting what it found.
     Agent,
+    /// An analyst working through notebooks with an assistant: markdown tables, YAML
+    /// configs, bullet lists of options, results pasted from cells.
+    Lab,
 }
 
 impl Family {
-    pub const ALL: [Family; 3] = [Family::Chat, Family::Memo, Family::Agent];
+    pub const ALL: [Family; 4] = [Family::Chat, Family::Memo, Family::Agent, Family::Lab];
 
     pub fn name(self) -> &'static str {
         match self {
             Family::Chat => "chat",
             Family::Memo => "memo",
             Family::Agent => "agent",
+            Family::Lab => "lab",
         }
     }
 
@@ -47,14 +51,17 @@ impl Family {
             Family::Chat => "dev",
             Family::Memo => "morgan",
             Family::Agent => "sam",
+            Family::Lab => "noor",
         }
     }
 }
 
-/// The families mechanisms may be tuned on: the committed set's (`seed`) and these two.
-pub const DEV_FAMILIES: &[Family] = &[Family::Chat, Family::Memo];
+/// The families mechanisms may be tuned on: the committed set's (`seed`) and these three.
+/// `agent` was the held-out family until its score had been read for three decisions; it
+/// joined these then, and `lab`, written afterwards, took its place.
+pub const DEV_FAMILIES: &[Family] = &[Family::Chat, Family::Memo, Family::Agent];
 /// The family nobody tunes on: read its score, never its misses.
-pub const HELDOUT_FAMILY: Family = Family::Agent;
+pub const HELDOUT_FAMILY: Family = Family::Lab;
 
 /// The development suite's file (seed 7; `seed`'s conversations are the committed set's).
 pub const PROBES_DEV_FILE: &str = "datasets/probes/probes-dev.jsonl";
@@ -95,6 +102,11 @@ impl Values<'_> {
             Family::Chat => self.fresh(|r| format!("OPS-{}", r.range(1000, 9999))),
             Family::Memo => self.fresh(|r| format!("SR-{}", r.range(100_000, 999_999))),
             Family::Agent => self.fresh(|r| format!("#{}", r.range(1000, 99_999))),
+            Family::Lab => self.fresh(|r| {
+                let adjective = *r.pick(&["brisk", "quiet", "amber", "lucid", "mossy", "crisp", "dusky", "nimble"]);
+                let noun = *r.pick(&["heron", "comet", "fjord", "lantern", "otter", "quartz", "tundra", "willow"]);
+                format!("{adjective}-{noun}-{}", r.range(10, 999))
+            }),
         }
     }
 
@@ -106,6 +118,7 @@ impl Values<'_> {
                 format!("{cur} {},{:03}", amount / 1000, amount % 1000)
             }),
             Family::Agent => self.fresh(|r| format!("${},{:03}/month", r.range(1, 9), r.range(1, 99) * 10)),
+            Family::Lab => self.fresh(|r| format!("{} GPU-hours", r.range(12, 960) * 25)),
         }
     }
 
@@ -130,6 +143,10 @@ impl Values<'_> {
                 )
             }),
             Family::Agent => self.fresh(|r| format!("2027-{:02}-{:02}", r.range(1, 12), r.range(1, 28))),
+            Family::Lab => self.fresh(|r| {
+                let month = *r.pick(&["Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]);
+                format!("{month} {}", r.range(1, 28))
+            }),
         }
     }
 
@@ -155,6 +172,14 @@ impl Values<'_> {
                     r.pick(&["refund", "retry", "export", "sync", "quota"])
                 )
             }),
+            Family::Lab => self.fresh(move |r| {
+                format!(
+                    "s3://analytics-{}/{svc}/{}_v{}.parquet",
+                    r.pick(&["raw", "curated", "scratch"]),
+                    r.pick(&["events", "sessions", "cohorts", "labels"]),
+                    r.range(2, 40)
+                )
+            }),
         }
     }
 
@@ -173,6 +198,15 @@ impl Values<'_> {
                 0 => format!("cargo test -p {svc} --test {} -- --nocapture", r.pick(&["smoke", "contract", "replay"])),
                 _ => format!("make migrate-{} DB={svc}", r.range(100, 999)),
             }),
+            Family::Lab => self.fresh(move |r| {
+                let svc = svc.replace('-', "_");
+                format!(
+                    "papermill notebooks/{svc}_{}.ipynb out.ipynb -p window {} -p seed {}",
+                    r.pick(&["churn", "funnel", "uplift", "backfill"]),
+                    r.range(7, 90),
+                    r.range(1, 99)
+                )
+            }),
         }
     }
 
@@ -181,6 +215,7 @@ impl Values<'_> {
             Family::Chat => self.fresh(|r| format!("{} req/s", r.range(20, 300) * 10)),
             Family::Memo => self.fresh(|r| format!("{} days", r.range(31, 730))),
             Family::Agent => self.fresh(|r| format!("{} connections", r.range(8, 250))),
+            Family::Lab => self.fresh(|r| format!("{}.{} GB", r.range(2, 79), r.range(1, 9))),
         }
     }
 }
@@ -332,16 +367,42 @@ fn agent_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
     }
 }
 
+fn lab_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
+    let a = *rng.pick(topic.terms);
+    let b = *rng.pick(topic.terms);
+    let who = *rng.pick(NAMES);
+    let (x, y) = (rng.range(40, 99), rng.range(1, 9));
+    let n = rng.range(2, 60);
+    if role == Role::User {
+        match rng.below(5) {
+            0 => format!("can you redo the {a} plot with a log y axis? the tail is invisible"),
+            1 => format!("hm, {b} looks different from last week's numbers. did the query change?"),
+            2 => format!("{who} wants the {a} breakdown by region before thursday"),
+            3 => format!("let's drop {b} from the model for now and see what moves"),
+            _ => format!("is {a} still correlated with {b} once we control for week?"),
+        }
+    } else {
+        match rng.below(5) {
+            0 => format!("Re-ran the cell. {a}: {x}.{y}% of the baseline, roughly flat over the last {n} days."),
+            1 => format!("| metric | this week | last week |\n|---|---|---|\n| {a} | {x}.{y} | {}.{y} |\n| {b} | {n} | {} |\n\nNothing outside the usual noise.", x - 1, n + 2),
+            2 => format!("The query did not change; the difference in {b} comes from {n} late-arriving rows that the nightly job picked up."),
+            3 => format!("Dropping {b}: the fit barely moves (R² {x}.{y} → {}.{y}), so {a} carries most of the signal.", x - 2),
+            _ => format!("Controlling for week, the {a}/{b} correlation falls to 0.{y}{n}, so it was mostly seasonality."),
+        }
+    }
+}
+
 fn filler(family: Family, rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
     match family {
         Family::Chat => chat_filler(rng, topic, role),
         Family::Memo => memo_filler(rng, topic, role),
         Family::Agent => agent_filler(rng, topic, role),
+        Family::Lab => lab_filler(rng, topic, role),
     }
 }
 
 fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant {
-    use Family::{Agent, Chat, Memo};
+    use Family::{Agent, Chat, Lab, Memo};
     use Role::{Assistant as A, User as U};
     let svc = topic.service;
     let project = topic.project;
@@ -484,6 +545,51 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                 vec![format!("`{d}` passes, so it is not useful here.")],
             )
         }
+        ("incident", Lab) => {
+            let (x, d) = (v.incident_in(family), v.incident_in(family));
+            one(
+                A,
+                format!("Found the run where the {svc} event counts doubled: `{x}` in the tracker, started from the stale snapshot."),
+                vec![probe("incident", format!("Which tracker run doubled the {svc} event counts?"), &x, vec![0])],
+                vec![format!("Run {d} is the healthy rerun.")],
+            )
+        }
+        ("budget", Lab) => {
+            let (x, d) = (v.money_in(family), v.money_in(family));
+            one(
+                A,
+                format!("Allocation for {project}:\n\n| line | amount |\n|---|---|\n| compute | {x} |\n| labelling | 40 annotator-days |"),
+                vec![probe("budget", format!("How much compute is allocated to {project}?"), &x, vec![0])],
+                vec![format!("the pilot only burned {d}")],
+            )
+        }
+        ("path", Lab) => {
+            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
+            let svc_ = svc.replace('-', "_");
+            one(
+                U,
+                format!("this is the config I'm running with:\n```yaml\nsource:\n  table: {x}\n  partition: daily\nmodel: {svc_}_weekly\n```"),
+                vec![probe("path", format!("Where does the {svc} notebook config read its source data from?"), &x, vec![0])],
+                vec![format!("{d} is the pre-dedup copy, don't use it")],
+            )
+        }
+        ("command", Lab) => {
+            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
+            Plant {
+                turns: vec![
+                    (U, format!("how do I rerun the {svc} notebook with the right params?")),
+                    (A, format!("From the repo root:\n\n    {x}\n\nIt writes out.ipynb next to the input.")),
+                ],
+                gap: 0,
+                probes: vec![probe(
+                    "command",
+                    format!("What command reruns the {svc} notebook with the right parameters?"),
+                    &x,
+                    vec![0, 1],
+                )],
+                distractors: vec![format!("`{d}` was the old invocation, before the params changed.")],
+            }
+        }
         ("decision", _) => {
             let (what, (options, reasons)) = v.unused(CHOICES);
             let mut idx: Vec<usize> = (0..options.len()).collect();
@@ -515,11 +621,21 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                     format!("What settled the choice of {choice}?"),
                     vec![0, 1],
                 ),
+                Lab => (
+                    vec![
+                        (A, format!("Two ways to go for the {what}:\n- {choice}: {reason}\n- {other}: {other_reason}\nWhich one?")),
+                        (U, format!("the first, {choice}.")),
+                    ],
+                    format!("Which {what} did I go with?"),
+                    format!("What speaks for {choice} as the {what}?"),
+                    vec![0, 1],
+                ),
             };
             let distractor = match family {
                 Chat => format!("{other} was tempting for the {what} tbh, {other_reason}"),
                 Memo => format!("{other} was also considered for the {what}, on the grounds that {other_reason}."),
                 Agent => format!("Note that {other} would also work as the {what}; {other_reason}."),
+                Lab => format!("someone on the team still argues for {other} as the {what}"),
             };
             Plant {
                 turns,
@@ -552,6 +668,11 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                     format!("when you touch {aspect}, stick to {mine}. always."),
                     format!("What should {aspect} stick to?"),
                     format!("The upstream project uses {theirs} for {aspect}."),
+                ),
+                Lab => (
+                    format!("note for both of us: for {aspect} I want {mine}, every time"),
+                    format!("What do I want for {aspect}?"),
+                    format!("{who}'s team does {theirs} for {aspect}, not our problem."),
                 ),
             };
             one(U, text, vec![probe("preference", q, mine, vec![0])], vec![d])
@@ -618,6 +739,24 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                 vec![format!("The read replica allows {d}.")],
             )
         }
+        ("date", Lab) => {
+            let (x, d) = (v.date_in(family), v.date_in(family));
+            one(
+                U,
+                format!("the {project} write-up is due {x}, hard deadline, no extensions"),
+                vec![probe("date", format!("When is the {project} write-up due?"), &x, vec![0])],
+                vec![format!("the internal dry run is {d}")],
+            )
+        }
+        ("assistant-fact", Lab) => {
+            let (x, d) = (v.limit_in(family), v.limit_in(family));
+            one(
+                A,
+                format!("Memory profile of the {svc} pipeline:\n\n| stage | peak RSS |\n|---|---|\n| load | {d} |\n| join | {x} |"),
+                vec![probe("assistant-fact", format!("What peak memory does the join stage of the {svc} pipeline reach?"), &x, vec![0])],
+                Vec::new(),
+            )
+        }
         (_, _) => {
             // A value stated, then corrected some turns later: the probe asks for the current one.
             let (setting, unit, lo, hi) = *v.rng.pick(&[
@@ -644,9 +783,14 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                     format!("Changed my mind after the benchmark: the {setting} of {svc} is now {new}. Updated the config and the test."),
                     format!("What is the {setting} of {svc} after the benchmark?"),
                 ),
+                Lab => (
+                    format!("using {old} as the {setting} for the {svc} job"),
+                    format!("Re-tuned after the dry run: the {setting} for {svc} is {new} now; {old} ran out of headroom."),
+                    format!("What is the current {setting} for the {svc} job?"),
+                ),
             };
             Plant {
-                turns: vec![(U, first), (if family == Agent { A } else { U }, correction)],
+                turns: vec![(U, first), (if matches!(family, Agent | Lab) { A } else { U }, correction)],
                 gap: 6,
                 probes: vec![probe("superseded", q, new, vec![1])],
                 distractors: Vec::new(),
