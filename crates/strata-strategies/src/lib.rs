@@ -78,6 +78,8 @@ pub struct TieredConfig {
     /// Sentences of at least this many words compete clause by clause, so filler clauses of a
     /// kept sentence can be left out (0: whole sentences).
     pub clause_words: usize,
+    /// A bracketed aside ending a sentence ("[shares a photo: ...]") competes on its own.
+    pub asides: bool,
     /// With a question: a burst (one speaker's messages in a row within a session, at most
     /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
     /// whole. 0 treats every message alone.
@@ -101,6 +103,7 @@ impl Default for TieredConfig {
             min_words: s.min_words,
             background: s.background,
             clause_words: s.clause_words,
+            asides: s.asides,
             burst_tokens: 200,
             phrases: 0.0,
         }
@@ -116,6 +119,7 @@ impl TieredConfig {
             min_words: self.min_words,
             background: self.background,
             clause_words: self.clause_words,
+            asides: self.asides,
         }
     }
 

@@ -374,6 +374,7 @@ fn settings_list_every_knob_and_read_back_as_the_same_config() {
         min_words = 2
         background = 0.0
         clause_words = 0
+        asides = true
         burst_tokens = 200
         phrases = 0.0"#]]
     .assert_eq(&tiered);

@@ -67,6 +67,35 @@ fn clauses(sentence: &str, min_words: usize) -> Vec<String> {
     out
 }
 
+/// A sentence and the bracketed aside that ends it ("... fun! [shares a photo: a dog on a
+/// beach]"), as two units when the aside has at least three words and the sentence some
+/// text before it; otherwise the sentence alone.
+fn aside(sentence: &str) -> Vec<String> {
+    let t = sentence.trim_end();
+    if !t.ends_with(']') {
+        return vec![sentence.to_string()];
+    }
+    // The bracket that opens the final one, nesting counted.
+    let mut depth = 0usize;
+    for (i, c) in t.char_indices().rev() {
+        match c {
+            ']' => depth += 1,
+            '[' => {
+                depth -= 1;
+                if depth == 0 {
+                    let (head, tail) = (t[..i].trim(), &t[i..]);
+                    if head.chars().any(char::is_alphanumeric) && tail.split_whitespace().count() >= 3 {
+                        return vec![head.to_string(), tail.to_string()];
+                    }
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    vec![sentence.to_string()]
+}
+
 /// The heading of the salient-sentences block.
 pub const SALIENT_HEADING: &str = "[Earlier in the conversation, the most specific statements, in their own words]";
 
@@ -92,6 +121,10 @@ pub struct SalienceConfig {
     /// left out while each clause stays whole; 0 keeps sentences whole. Applied where the
     /// candidates are made ([`Salience::with_clauses`]), not at selection.
     pub clause_words: usize,
+    /// A bracketed aside that ends a sentence ("[shares a photo: ...]", a note) of at least
+    /// three words is a candidate of its own, so a sentence is not kept or dropped with it.
+    /// Applied where the candidates are made ([`Salience::with_asides`]).
+    pub asides: bool,
 }
 
 impl Default for SalienceConfig {
@@ -103,6 +136,7 @@ impl Default for SalienceConfig {
             min_words: 2,
             background: 0.0,
             clause_words: 0,
+            asides: true,
         }
     }
 }
@@ -131,18 +165,21 @@ struct TurnMeta {
 /// Document frequencies over every sentence added, and the candidate sentences, both
 /// extended a turn at a time (O(that turn)). Words are interned: ids are given in the order
 /// words first appear, so everything computed from them is deterministic.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Salience {
     ids: HashMap<String, u32>,
     /// By word id: the word, and in how many sentences it appears.
     words: Vec<String>,
     df: Vec<u32>,
+
     sentences: u32,
     candidates: Vec<Candidate>,
     /// By turn index, for every turn added.
     meta: Vec<TurnMeta>,
     /// Sentences of at least this many words are candidates clause by clause (0: never).
     clause_words: usize,
+    /// Bracketed asides at the end of a sentence are candidates of their own.
+    asides: bool,
     /// What the counter said about candidates, turns and words, kept across rankings: a live
     /// memory ranks again after every turn, from nearly the same candidates.
     memo: Memo,
@@ -204,15 +241,45 @@ pub struct Ranking {
     items: Vec<Ranked>,
 }
 
+impl Default for Salience {
+    fn default() -> Salience {
+        Salience::new()
+    }
+}
+
 impl Salience {
+    /// Candidates made as the default [`SalienceConfig`] says.
     pub fn new() -> Salience {
-        Salience::default()
+        Salience::for_config(&SalienceConfig::default())
+    }
+
+    /// Candidates made as `config` says (its `clause_words` and `asides`; the rest is read
+    /// when ranking).
+    pub fn for_config(config: &SalienceConfig) -> Salience {
+        Salience {
+            ids: HashMap::new(),
+            words: Vec::new(),
+            df: Vec::new(),
+            sentences: 0,
+            candidates: Vec::new(),
+            meta: Vec::new(),
+            clause_words: config.clause_words,
+            asides: config.asides,
+            memo: Memo::default(),
+        }
     }
 
     /// Candidates cut into clauses (see [`SalienceConfig::clause_words`]); set before the first
     /// turn is added, because the candidates are made as turns come.
     pub fn with_clauses(mut self, clause_words: usize) -> Salience {
         self.clause_words = clause_words;
+        self
+    }
+
+    /// Bracketed asides that end a sentence become candidates of their own (see
+    /// [`SalienceConfig::asides`]); set before the first turn is added.
+    pub fn with_asides(mut self, asides: bool) -> Salience {
+        self.asides = asides;
         self
     }
 
@@ -229,10 +296,19 @@ impl Salience {
             self.meta.resize(index + 1, TurnMeta::default());
         }
         self.meta[index] = TurnMeta { speaker: speaker(turn), day: turn.timestamp.map(Date::of) };
-        let clause_words = self.clause_words;
+        let (clause_words, asides) = (self.clause_words, self.asides);
         let units: Vec<String> = split(index, turn)
             .into_iter()
-            .flat_map(|s| if s.code || clause_words == 0 { vec![s.text] } else { clauses(&s.text, clause_words) })
+            .flat_map(|s| {
+                if s.code {
+                    return vec![s.text];
+                }
+                let parts = if asides { aside(&s.text) } else { vec![s.text] };
+                parts
+                    .into_iter()
+                    .flat_map(|p| if clause_words == 0 { vec![p] } else { clauses(&p, clause_words) })
+                    .collect()
+            })
             .collect();
         for (order, text) in units.into_iter().enumerate() {
             let all: Vec<String> = words(&text).collect();
@@ -243,6 +319,7 @@ impl Salience {
             for &w in &distinct {
                 self.df[w as usize] += 1;
             }
+
             if !pinned {
                 self.candidates.push(Candidate {
                     turn: index,
@@ -270,12 +347,7 @@ impl Salience {
     /// Lazy greedy: a sentence's score only falls as more is kept, so a popped sentence whose
     /// rescored value still beats the next stale one is the true best. Sentences with no
     /// information left are not ranked.
-    pub fn rank(
-        &self,
-        range: std::ops::Range<usize>,
-        counter: &dyn TokenCounter,
-        config: &SalienceConfig,
-    ) -> Ranking {
+    pub fn rank(&self, range: std::ops::Range<usize>, counter: &dyn TokenCounter, config: &SalienceConfig) -> Ranking {
         let mut memo = self.memo.lock();
         if memo.counter != counter.name() {
             *memo = MemoInner { counter: counter.name().to_string(), ..MemoInner::default() };
@@ -320,8 +392,7 @@ impl Salience {
             }
             let c = &self.candidates[pool[k]];
             let seen: f32 = c.words.iter().filter(|&&w| covered[w as usize]).map(|&w| weight[w as usize]).sum();
-            let fresh =
-                if total[k] > 0.0 { base[k] * (1.0 - config.redundancy as f32 * seen / total[k]) } else { 0.0 };
+            let fresh = if total[k] > 0.0 { base[k] * (1.0 - config.redundancy as f32 * seen / total[k]) } else { 0.0 };
             if heap.peek().is_some_and(|(Score(next), _)| fresh < *next) {
                 heap.push((Score(fresh), k));
                 continue;
@@ -539,7 +610,7 @@ mod tests {
     use strata_core::{Role, Timestamp, TokenCounter, Turn};
     use strata_tokens::Tiktoken;
 
-    use super::{clauses, Salience, SalienceConfig, SALIENT_HEADING};
+    use super::{aside, clauses, Salience, SalienceConfig, SALIENT_HEADING};
 
     /// A conversation of boilerplate that recurs with new numbers, with two facts said once:
     /// one by the user, one by the assistant inside a code block, neither in a phrasing any
@@ -656,5 +727,32 @@ mod tests {
         assert!(!got.text.contains("back and forth"), "{}", got.text);
         let whole = salience(&turns).select(&turns, 0..turns.len(), 60, &counter, &config, &none).unwrap();
         assert_eq!(whole.text.contains("03:10"), whole.text.contains("back and forth"), "{}", whole.text);
+    }
+
+    #[test]
+    fn a_closing_aside_is_its_own_unit() {
+        assert_eq!(
+            aside("Fun day at the beach! [shares a photo: a dog on a beach]"),
+            ["Fun day at the beach!", "[shares a photo: a dog on a beach]"]
+        );
+        assert_eq!(aside("See [1] and [the [nested] note here]"), ["See [1] and", "[the [nested] note here]"]);
+        // Too short to stand alone, or nothing before it: unchanged.
+        assert_eq!(aside("Look at this [photo: dog]"), ["Look at this [photo: dog]"]);
+        assert_eq!(aside("[shares a photo: a dog on a beach]"), ["[shares a photo: a dog on a beach]"]);
+        assert_eq!(aside("no brackets at all"), ["no brackets at all"]);
+
+        // As candidates: the aside can be left out while its sentence is kept.
+        let mut turns = conversation();
+        turns[20].content =
+            "the quokka cluster reboots nightly, blame Ferdinand [shares a photo: a photograph of a rack of grey servers with blinking lights in a cold room]".to_string();
+        let mut s = Salience::new().with_asides(true);
+        for (i, t) in turns.iter().enumerate() {
+            s.add_turn(i, t);
+        }
+        let counter = Tiktoken::o200k();
+        let none = |_: usize, _: &str| None;
+        let config = SalienceConfig { asides: true, ..SalienceConfig::default() };
+        let got = s.select(&turns, 0..turns.len(), 45, &counter, &config, &none).unwrap();
+        assert!(got.text.contains("blame Ferdinand"), "{}", got.text);
     }
 }

@@ -114,7 +114,7 @@ impl Drop for Ranker {
 }
 
 fn run(counter: &dyn TokenCounter, config: &SalienceConfig, rx: Receiver<Vec<(usize, Turn)>>, shared: &Shared) {
-    let mut salience = Salience::new().with_clauses(config.clause_words);
+    let mut salience = Salience::for_config(config);
     while let Ok(first) = rx.recv() {
         for batch in std::iter::once(first).chain(rx.try_iter()) {
             for (i, t) in &batch {
