@@ -119,11 +119,11 @@ pub struct SalienceConfig {
     /// Sentences of at least this many words compete clause by clause (cut at a comma,
     /// semicolon, colon or dash before a word), so a kept sentence's filler clauses can be
     /// left out while each clause stays whole; 0 keeps sentences whole. Applied where the
-    /// candidates are made ([`Salience::with_clauses`]), not at selection.
+    /// candidates are made ([`Salience::for_config`]), not at selection.
     pub clause_words: usize,
     /// A bracketed aside that ends a sentence ("[shares a photo: ...]", a note) of at least
     /// three words is a candidate of its own, so a sentence is not kept or dropped with it.
-    /// Applied where the candidates are made ([`Salience::with_asides`]).
+    /// Applied where the candidates are made ([`Salience::for_config`]).
     pub asides: bool,
 }
 
@@ -171,7 +171,6 @@ pub struct Salience {
     /// By word id: the word, and in how many sentences it appears.
     words: Vec<String>,
     df: Vec<u32>,
-
     sentences: u32,
     candidates: Vec<Candidate>,
     /// By turn index, for every turn added.
@@ -269,20 +268,6 @@ impl Salience {
         }
     }
 
-    /// Candidates cut into clauses (see [`SalienceConfig::clause_words`]); set before the first
-    /// turn is added, because the candidates are made as turns come.
-    pub fn with_clauses(mut self, clause_words: usize) -> Salience {
-        self.clause_words = clause_words;
-        self
-    }
-
-    /// Bracketed asides that end a sentence become candidates of their own (see
-    /// [`SalienceConfig::asides`]); set before the first turn is added.
-    pub fn with_asides(mut self, asides: bool) -> Salience {
-        self.asides = asides;
-        self
-    }
-
     /// How many turns have been added (the highest index added, plus one).
     pub fn turns(&self) -> usize {
         self.meta.len()
@@ -319,7 +304,6 @@ impl Salience {
             for &w in &distinct {
                 self.df[w as usize] += 1;
             }
-
             if !pinned {
                 self.candidates.push(Candidate {
                     turn: index,
@@ -718,7 +702,7 @@ mod tests {
         let counter = Tiktoken::o200k();
         let none = |_: usize, _: &str| None;
         let config = SalienceConfig::default();
-        let mut by_clause = Salience::new().with_clauses(8);
+        let mut by_clause = Salience::for_config(&SalienceConfig { clause_words: 8, ..SalienceConfig::default() });
         for (i, t) in turns.iter().enumerate() {
             by_clause.add_turn(i, t);
         }
@@ -745,7 +729,7 @@ mod tests {
         let mut turns = conversation();
         turns[20].content =
             "the quokka cluster reboots nightly, blame Ferdinand [shares a photo: a photograph of a rack of grey servers with blinking lights in a cold room]".to_string();
-        let mut s = Salience::new().with_asides(true);
+        let mut s = Salience::for_config(&SalienceConfig { asides: true, ..SalienceConfig::default() });
         for (i, t) in turns.iter().enumerate() {
             s.add_turn(i, t);
         }
