@@ -80,6 +80,9 @@ pub struct TieredConfig {
     pub clause_words: usize,
     /// A bracketed aside ending a sentence ("[shares a photo: ...]") competes on its own.
     pub asides: bool,
+    /// How much more a word written as a name (capitalised where a sentence does not start)
+    /// weighs: its IDF times `1 + names * share`, the share of its uses written so.
+    pub names: f64,
     /// With a question: a burst (one speaker's messages in a row within a session, at most
     /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
     /// whole. 0 treats every message alone.
@@ -104,6 +107,7 @@ impl Default for TieredConfig {
             background: s.background,
             clause_words: s.clause_words,
             asides: s.asides,
+            names: s.names,
             burst_tokens: 200,
             phrases: 0.0,
         }
@@ -120,6 +124,7 @@ impl TieredConfig {
             background: self.background,
             clause_words: self.clause_words,
             asides: self.asides,
+            names: self.names,
         }
     }
 
@@ -139,6 +144,9 @@ impl TieredConfig {
         }
         if !(0.0..=2.0).contains(&self.length_exponent) {
             return Err(format!("tiered: `length_exponent` must be between 0 and 2, not {}", self.length_exponent));
+        }
+        if !(0.0..=100.0).contains(&self.names) {
+            return Err(format!("tiered: `names` must be between 0 and 100, not {}", self.names));
         }
         Ok(())
     }

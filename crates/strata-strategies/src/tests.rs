@@ -349,6 +349,10 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     assert_eq!((s.redundancy, s.dated, s.length_exponent, s.background), (0.0, false, 0.5, 0.0));
     let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 1.5\n").unwrap_err().to_string();
     assert_eq!(err, "c.toml: tiered: `salient` must be between 0 and 1, not 1.5");
+    let c = StrategiesConfig::parse("c.toml", "[tiered]\nnames = 0\n").unwrap();
+    assert_eq!(c.tiered.salience().names, 0.0);
+    let err = StrategiesConfig::parse("c.toml", "[tiered]\nnames = -1\n").unwrap_err().to_string();
+    assert_eq!(err, "c.toml: tiered: `names` must be between 0 and 100, not -1");
     let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalience = 0.5\n").unwrap_err().to_string();
     assert!(err.starts_with("c.toml: unknown field `salience`"), "{err}");
     let err = build("nope", &StrategiesConfig::default(), None).err().unwrap().to_string();
@@ -375,6 +379,7 @@ fn settings_list_every_knob_and_read_back_as_the_same_config() {
         background = 0.0
         clause_words = 0
         asides = true
+        names = 3.0
         burst_tokens = 200
         phrases = 0.0"#]]
     .assert_eq(&tiered);

@@ -5,7 +5,10 @@
 //! A sentence scores the sum of its content words' inverse document frequency (documents are
 //! the conversation's sentences) over its length in words to the power `length_exponent`:
 //! boilerplate that recurs with new numbers scores low, a sentence that names a value said
-//! once scores high, whoever said it and however. Optionally (`background`, off by default:
+//! once scores high, whoever said it and however. A word written as a name, capitalised where
+//! no sentence starts, weighs more (`names`, by the share of its uses written so): people,
+//! places, titles and products are what later questions ask about, and the spelling tells
+//! without a word list. Optionally (`background`, off by default:
 //! it helps chat and costs technical sessions) each word's IDF is weighed by how rare the word
 //! is outside the conversation, which the tokenizer knows without a word list: a word said once
 //! here but common everywhere ("awesome") tells less than one rare everywhere ("pottery"); and
@@ -24,14 +27,20 @@ use strata_core::{Role, TokenCounter, Turn};
 
 use strata_text::{is_stopword, resolve_relative, split, Date};
 
-/// The units whose rarity is measured: whitespace-separated, lowercased, with the
+/// The units whose rarity is measured (once lowercased): whitespace-separated, with the
 /// punctuation around them trimmed but not the punctuation inside, so that a value such as
 /// "$6,500", "OPS-3254" or a path counts as one rare word rather than as common pieces.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+fn words(text: &str) -> impl Iterator<Item = &str> + '_ {
     text.split_whitespace()
         .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && !matches!(c, '$' | '€' | '£' | '#' | '/' | '~')))
         .filter(|w| w.chars().any(char::is_alphanumeric))
-        .map(str::to_lowercase)
+}
+
+/// A word written as a name: capitalised where a sentence does not start. English spells the
+/// pronoun "I" and its contractions so wherever they stand; that says nothing about a name.
+fn named(raw: &str, first: bool) -> bool {
+    let pronoun = raw == "I" || raw.starts_with("I'") || raw.starts_with("I\u{2019}");
+    !first && !pronoun && raw.chars().next().is_some_and(char::is_uppercase)
 }
 
 /// A long sentence cut into clauses at a comma, semicolon, colon or dash followed by a space
@@ -125,6 +134,10 @@ pub struct SalienceConfig {
     /// three words is a candidate of its own, so a sentence is not kept or dropped with it.
     /// Applied where the candidates are made ([`Salience::for_config`]).
     pub asides: bool,
+    /// How much more a word weighs when it is written as a name (capitalised where a sentence
+    /// does not start), by the share of its uses written so: the weight is
+    /// `1 + names * share`. 0 ignores the writing.
+    pub names: f64,
 }
 
 impl Default for SalienceConfig {
@@ -137,6 +150,7 @@ impl Default for SalienceConfig {
             background: 0.0,
             clause_words: 0,
             asides: true,
+            names: 3.0,
         }
     }
 }
@@ -171,6 +185,9 @@ pub struct Salience {
     /// By word id: the word, and in how many sentences it appears.
     words: Vec<String>,
     df: Vec<u32>,
+    /// By word id: how often it was used, and how often written as a name.
+    uses: Vec<u32>,
+    named: Vec<u32>,
     sentences: u32,
     candidates: Vec<Candidate>,
     /// By turn index, for every turn added.
@@ -259,6 +276,8 @@ impl Salience {
             ids: HashMap::new(),
             words: Vec::new(),
             df: Vec::new(),
+            uses: Vec::new(),
+            named: Vec::new(),
             sentences: 0,
             candidates: Vec::new(),
             meta: Vec::new(),
@@ -296,8 +315,21 @@ impl Salience {
             })
             .collect();
         for (order, text) in units.into_iter().enumerate() {
-            let all: Vec<String> = words(&text).collect();
-            let mut distinct: Vec<u32> = all.iter().filter(|w| !is_stopword(w)).map(|w| self.intern(w)).collect();
+            let mut all = 0;
+            let mut distinct: Vec<u32> = Vec::new();
+            for (i, raw) in words(&text).enumerate() {
+                all += 1;
+                let w = raw.to_lowercase();
+                if is_stopword(&w) {
+                    continue;
+                }
+                let id = self.intern(&w);
+                self.uses[id as usize] += 1;
+                if named(raw, i == 0) {
+                    self.named[id as usize] += 1;
+                }
+                distinct.push(id);
+            }
             distinct.sort_unstable();
             distinct.dedup();
             self.sentences += 1;
@@ -310,7 +342,7 @@ impl Salience {
                     order,
                     text: Arc::from(text),
                     words: distinct,
-                    length: all.len(),
+                    length: all,
                 });
             }
         }
@@ -324,6 +356,8 @@ impl Salience {
         self.ids.insert(w.to_string(), id);
         self.words.push(w.to_string());
         self.df.push(0);
+        self.uses.push(0);
+        self.named.push(0);
         id
     }
 
@@ -346,7 +380,10 @@ impl Salience {
         let b = config.background as f32;
         let weight: Vec<f32> = (0..self.words.len())
             .map(|w| {
-                let idf = (n / self.df[w].max(1) as f32).ln().max(0.0);
+                let mut idf = (n / self.df[w].max(1) as f32).ln().max(0.0);
+                if config.names > 0.0 {
+                    idf *= 1.0 + config.names as f32 * self.named[w] as f32 / self.uses[w].max(1) as f32;
+                }
                 if b == 0.0 || idf == 0.0 {
                     return idf;
                 }
@@ -594,7 +631,7 @@ mod tests {
     use strata_core::{Role, Timestamp, TokenCounter, Turn};
     use strata_tokens::Tiktoken;
 
-    use super::{aside, clauses, Salience, SalienceConfig, SALIENT_HEADING};
+    use super::{aside, clauses, named, Salience, SalienceConfig, SALIENT_HEADING};
 
     /// A conversation of boilerplate that recurs with new numbers, with two facts said once:
     /// one by the user, one by the assistant inside a code block, neither in a phrasing any
@@ -696,12 +733,13 @@ mod tests {
         assert_eq!(clauses("a short one, really", 8), ["a short one, really"]);
 
         // With clauses the fact's clause is kept without the filler before it; whole
-        // sentences keep the filler with the fact, or neither.
+        // sentences keep the filler with the fact, or neither. (Names not weighed, so that
+        // only the cut decides.)
         let mut turns = conversation();
         turns[20].content = long.to_string();
         let counter = Tiktoken::o200k();
         let none = |_: usize, _: &str| None;
-        let config = SalienceConfig::default();
+        let config = SalienceConfig { names: 0.0, ..SalienceConfig::default() };
         let mut by_clause = Salience::for_config(&SalienceConfig { clause_words: 8, ..SalienceConfig::default() });
         for (i, t) in turns.iter().enumerate() {
             by_clause.add_turn(i, t);
@@ -735,8 +773,32 @@ mod tests {
         }
         let counter = Tiktoken::o200k();
         let none = |_: usize, _: &str| None;
-        let config = SalienceConfig { asides: true, ..SalienceConfig::default() };
+        let config = SalienceConfig { asides: true, names: 0.0, ..SalienceConfig::default() };
         let got = s.select(&turns, 0..turns.len(), 45, &counter, &config, &none).unwrap();
         assert!(got.text.contains("blame Ferdinand"), "{}", got.text);
+    }
+
+    #[test]
+    fn names_weigh_a_word_written_as_one() {
+        assert!(named("Priya", false));
+        assert!(!named("Priya", true), "a sentence's first word says nothing");
+        assert!(!named("priya", false));
+        assert!(!named("I'm", false) && !named("I", false) && !named("I\u{2019}ve", false));
+        // Two sentences said once among boilerplate: one with more rare words, one shorter
+        // with a name in it. By rarity alone the first wins; weighing the name, the second.
+        let mut turns = conversation();
+        turns[20].content = "the harbour wall near the old lighthouse was repainted".to_string();
+        turns[30].content = "we finally met Priya".to_string();
+        let first = |names: f64| {
+            let config = SalienceConfig { names, ..SalienceConfig::default() };
+            let mut s = Salience::for_config(&config);
+            for (i, t) in turns.iter().enumerate() {
+                s.add_turn(i, t);
+            }
+            let ranking = s.rank(0..turns.len(), &Tiktoken::o200k(), &config);
+            ranking.items.iter().find(|r| r.turn == 20 || r.turn == 30).unwrap().text.to_string()
+        };
+        assert_eq!(first(0.0), "the harbour wall near the old lighthouse was repainted");
+        assert_eq!(first(3.0), "we finally met Priya");
     }
 }
