@@ -193,3 +193,21 @@ fn the_harness_holds_every_bounded_strategy_to_its_budget() {
     );
     assert!(score(false, total - 1).is_ok(), "an unbounded strategy says so and is scored as it is");
 }
+
+/// The gate compares numbers just computed with numbers read back from `results.json`; with
+/// `--tolerance 0` an equal result must pass, so a mean must read back bit for bit (serde_json
+/// only guarantees that with its `float_roundtrip` feature).
+#[test]
+fn means_read_back_from_json_bit_for_bit() {
+    let mut off = Vec::new();
+    for n in 1..=1600u32 {
+        for k in 0..=n {
+            let v = f64::from(k) / f64::from(n);
+            let back: f64 = serde_json::from_str(&serde_json::to_string(&v).unwrap()).unwrap();
+            if back.to_bits() != v.to_bits() {
+                off.push((k, n));
+            }
+        }
+    }
+    assert!(off.is_empty(), "{} of them differ, the first {:?}", off.len(), &off[..off.len().min(5)]);
+}
