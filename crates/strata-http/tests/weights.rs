@@ -1,6 +1,6 @@
 //! `HttpGenerator` against a real llama.cpp server: llama-cpp-python's, serving SmolLM2 from
 //! `cargo xtask fetch-models`. Run with the other tests that need weights (`--ignored`);
-//! `.ci/run` installs `llama-cpp-python[server]` first.
+//! `.ci/run` installs `llama-cpp-python[server]` in a venv of its own and puts it first on PATH.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -73,7 +73,15 @@ fn a_llama_cpp_server_answers_through_the_http_generator() {
 
     let g = HttpGenerator::new(HttpConfig::parse(&format!("{base}#smollm2")).unwrap());
     let request = ask("What colour is the sky on a clear day?");
-    let out = g.generate(&request).unwrap();
+    // A server that dies on the request (as a llama.cpp build for the wrong CPU does) shows
+    // up as refused connections: say how it ended and what it printed.
+    let out = g.generate(&request).unwrap_or_else(|e| {
+        panic!(
+            "{e}\nthe server: {:?}\n{}",
+            server.0.try_wait(),
+            std::fs::read_to_string(&log).unwrap_or_default()
+        )
+    });
     assert!(!out.text.trim().is_empty(), "{out:?}");
     assert!(out.prompt_tokens > 10 && (1..=12).contains(&out.generated_tokens), "{out:?}");
     // Asked for greedy decoding: the same request, the same answer.
