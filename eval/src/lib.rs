@@ -235,12 +235,10 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         }
         let Some(name) = &config.generator else {
             bail!(BadInput(
-                "this strategy or summarizer needs a local model: pass --model qwen, smollm2 or a GGUF path".into()
+                "this strategy or summarizer needs a local model: pass --model qwen, qwen1.5b, smollm2, a GGUF path or URL#MODEL".into()
             ));
         };
-        let g = strata_candle::load_generator(name, &config.models_dir)?;
-        let g: Arc<dyn strata_core::Generator> =
-            Arc::new(strata_candle::CachedGenerator::open(g, &config.models_dir.join(".cache"))?);
+        let g = self::generator(name, &config.models_dir)?;
         generator = Some(g.clone());
         Ok(g)
     };
@@ -371,6 +369,19 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
 pub fn embeddings(name: &str, models_dir: &Path) -> Result<Arc<dyn strata_core::Embedder>> {
     let model = strata_candle::load_embedder(name, models_dir)?;
     Ok(Arc::new(strata_candle::CachedEmbedder::open(model, &models_dir.join(".cache"))?))
+}
+
+/// The chat model `name` selects: a local one (`qwen`, `qwen1.5b`, `smollm2` or a GGUF path)
+/// from `models_dir`, its answers cached on disk under it; or an OpenAI-compatible endpoint,
+/// `URL#MODEL`, asked afresh every time (the model behind a name can change). One place for
+/// the harness, the CLI and the Python package.
+pub fn generator(name: &str, models_dir: &Path) -> Result<Arc<dyn strata_core::Generator>> {
+    if strata_http::HttpConfig::is_endpoint(name) {
+        let config = strata_http::HttpConfig::parse(name).map_err(|e| BadInput(e.to_string()))?;
+        return Ok(Arc::new(strata_http::HttpGenerator::new(config)));
+    }
+    let g = strata_candle::load_generator(name, models_dir)?;
+    Ok(Arc::new(strata_candle::CachedGenerator::open(g, &models_dir.join(".cache"))?))
 }
 
 /// Combines the outputs of shards (each a directory a run wrote) into one result, written

@@ -168,12 +168,7 @@ fn build_strategy(
 /// A local chat model (`qwen`, `qwen1.5b`, `smollm2`, a GGUF path), answers cached under the
 /// models folder, or an OpenAI-compatible endpoint (`URL#MODEL`), asked afresh every time.
 pub(crate) fn generator(name: &str, models: &std::path::Path) -> anyhow::Result<Arc<dyn strata_core::Generator>> {
-    if strata_http::HttpConfig::is_endpoint(name) {
-        let config = strata_http::HttpConfig::parse(name).map_err(|e| strata_eval::BadInput(e.to_string()))?;
-        return Ok(Arc::new(strata_http::HttpGenerator::new(config)));
-    }
-    let g = strata_candle::load_generator(name, models)?;
-    Ok(Arc::new(strata_candle::CachedGenerator::open(g, &models.join(".cache"))?))
+    strata_eval::generator(name, models)
 }
 
 /// A Python dict from a serde value, through the `json` module (one conversion path for
