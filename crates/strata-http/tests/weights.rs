@@ -76,11 +76,7 @@ fn a_llama_cpp_server_answers_through_the_http_generator() {
     // A server that dies on the request (as a llama.cpp build for the wrong CPU does) shows
     // up as refused connections: say how it ended and what it printed.
     let out = g.generate(&request).unwrap_or_else(|e| {
-        panic!(
-            "{e}\nthe server: {:?}\n{}",
-            server.0.try_wait(),
-            std::fs::read_to_string(&log).unwrap_or_default()
-        )
+        panic!("{e}\nthe server: {:?}\n{}", server.0.try_wait(), std::fs::read_to_string(&log).unwrap_or_default())
     });
     assert!(!out.text.trim().is_empty(), "{out:?}");
     assert!(out.prompt_tokens > 10 && (1..=12).contains(&out.generated_tokens), "{out:?}");
