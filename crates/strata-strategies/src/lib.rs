@@ -83,6 +83,9 @@ pub struct TieredConfig {
     /// How much more a word written as a name (capitalised where a sentence does not start)
     /// weighs: its IDF times `1 + names * share`, the share of its uses written so.
     pub names: f64,
+    /// Each word's IDF to this power before a sentence sums them: above 1, a word used once
+    /// outweighs several merely uncommon ones.
+    pub rarity_exponent: f64,
     /// With a question: a burst (one speaker's messages in a row within a session, at most
     /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
     /// whole. 0 treats every message alone.
@@ -108,6 +111,7 @@ impl Default for TieredConfig {
             clause_words: s.clause_words,
             asides: s.asides,
             names: s.names,
+            rarity_exponent: s.rarity_exponent,
             burst_tokens: 200,
             phrases: 0.0,
         }
@@ -125,6 +129,7 @@ impl TieredConfig {
             clause_words: self.clause_words,
             asides: self.asides,
             names: self.names,
+            rarity_exponent: self.rarity_exponent,
         }
     }
 
@@ -144,6 +149,9 @@ impl TieredConfig {
         }
         if !(0.0..=2.0).contains(&self.length_exponent) {
             return Err(format!("tiered: `length_exponent` must be between 0 and 2, not {}", self.length_exponent));
+        }
+        if !(0.25..=8.0).contains(&self.rarity_exponent) {
+            return Err(format!("tiered: `rarity_exponent` must be between 0.25 and 8, not {}", self.rarity_exponent));
         }
         if !(0.0..=100.0).contains(&self.names) {
             return Err(format!("tiered: `names` must be between 0 and 100, not {}", self.names));

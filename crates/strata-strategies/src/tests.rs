@@ -353,6 +353,10 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     assert_eq!(c.tiered.salience().names, 0.0);
     let err = StrategiesConfig::parse("c.toml", "[tiered]\nnames = -1\n").unwrap_err().to_string();
     assert_eq!(err, "c.toml: tiered: `names` must be between 0 and 100, not -1");
+    let c = StrategiesConfig::parse("c.toml", "[tiered]\nrarity_exponent = 1\n").unwrap();
+    assert_eq!(c.tiered.salience().rarity_exponent, 1.0);
+    let err = StrategiesConfig::parse("c.toml", "[tiered]\nrarity_exponent = 0\n").unwrap_err().to_string();
+    assert_eq!(err, "c.toml: tiered: `rarity_exponent` must be between 0.25 and 8, not 0");
     let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalience = 0.5\n").unwrap_err().to_string();
     assert!(err.starts_with("c.toml: unknown field `salience`"), "{err}");
     let err = build("nope", &StrategiesConfig::default(), None).err().unwrap().to_string();
@@ -380,6 +384,7 @@ fn settings_list_every_knob_and_read_back_as_the_same_config() {
         clause_words = 0
         asides = true
         names = 3.0
+        rarity_exponent = 3.0
         burst_tokens = 200
         phrases = 0.0"#]]
     .assert_eq(&tiered);

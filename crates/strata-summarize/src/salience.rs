@@ -3,9 +3,10 @@
 //! question-agnostic context keeps facts however they were phrased.
 //!
 //! A sentence scores the sum of its content words' inverse document frequency (documents are
-//! the conversation's sentences) over its length in words to the power `length_exponent`:
-//! boilerplate that recurs with new numbers scores low, a sentence that names a value said
-//! once scores high, whoever said it and however. A word written as a name, capitalised where
+//! the conversation's sentences), each raised to `rarity_exponent`, over its length in words
+//! to the power `length_exponent`: boilerplate that recurs with new numbers scores low, a
+//! sentence that names a value said once scores high, whoever said it and however; the
+//! exponent makes one word said once count for more than several merely uncommon ones. A word written as a name, capitalised where
 //! no sentence starts, weighs more (`names`, by the share of its uses written so): people,
 //! places, titles and products are what later questions ask about, and the spelling tells
 //! without a word list. Optionally (`background`, off by default:
@@ -138,6 +139,10 @@ pub struct SalienceConfig {
     /// does not start), by the share of its uses written so: the weight is
     /// `1 + names * share`. 0 ignores the writing.
     pub names: f64,
+    /// Each word's IDF is raised to this power before a sentence sums them: 1 sums IDF as it
+    /// is; above 1 a word used once outweighs several merely uncommon ones, so a sentence
+    /// that states a one-off value outranks one made of uncommon topic words.
+    pub rarity_exponent: f64,
 }
 
 impl Default for SalienceConfig {
@@ -151,6 +156,7 @@ impl Default for SalienceConfig {
             clause_words: 0,
             asides: true,
             names: 3.0,
+            rarity_exponent: 3.0,
         }
     }
 }
@@ -380,7 +386,7 @@ impl Salience {
         let b = config.background as f32;
         let weight: Vec<f32> = (0..self.words.len())
             .map(|w| {
-                let mut idf = (n / self.df[w].max(1) as f32).ln().max(0.0);
+                let mut idf = (n / self.df[w].max(1) as f32).ln().max(0.0).powf(config.rarity_exponent as f32);
                 if config.names > 0.0 {
                     idf *= 1.0 + config.names as f32 * self.named[w] as f32 / self.uses[w].max(1) as f32;
                 }
@@ -800,5 +806,25 @@ mod tests {
         };
         assert_eq!(first(0.0), "the harbour wall near the old lighthouse was repainted");
         assert_eq!(first(3.0), "we finally met Priya");
+    }
+
+    #[test]
+    fn the_rarity_exponent_lets_one_word_said_once_outweigh_uncommon_ones() {
+        // One sentence of boilerplate words and one word said nowhere else; another of four
+        // words said in seven other turns too. Summed as they are, the four uncommon words
+        // win; cubed, the one word said once does.
+        let mut turns = conversation();
+        for i in (2..16).step_by(2) {
+            turns[i].content = "pier ferry harbour lighthouse".to_string();
+        }
+        turns[20].content = "dashboard looked fine, quokka".to_string();
+        turns[30].content = "harbour ferry lighthouse pier".to_string();
+        let first = |rarity_exponent: f64| {
+            let config = SalienceConfig { rarity_exponent, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
+            let ranking = salience(&turns).rank(0..turns.len(), &Tiktoken::o200k(), &config);
+            ranking.items.iter().find(|r| r.turn == 20 || r.turn == 30).unwrap().text.to_string()
+        };
+        assert_eq!(first(1.0), "harbour ferry lighthouse pier");
+        assert_eq!(first(3.0), "dashboard looked fine, quokka");
     }
 }
