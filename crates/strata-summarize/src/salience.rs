@@ -2,24 +2,24 @@
 //! information, measured by how rare their words are within the conversation, so that a
 //! question-agnostic context keeps facts however they were phrased.
 //!
-//! A sentence scores the sum of its content words' inverse document frequency (documents are
-//! the conversation's sentences), each raised to `rarity_exponent`, over its length in words
-//! to the power `length_exponent`: boilerplate that recurs with new numbers scores low, a
-//! sentence that names a value said once scores high, whoever said it and however; the
-//! exponent makes one word said once count for more than several merely uncommon ones. A word written as a name, capitalised where
-//! no sentence starts, weighs more (`names`, by the share of its uses written so): people,
-//! places, titles and products are what later questions ask about, and the spelling tells
-//! without a word list. Optionally (`background`, off by default:
-//! it helps chat and costs technical sessions) each word's IDF is weighed by how rare the word
-//! is outside the conversation, which the tokenizer knows without a word list: a word said once
-//! here but common everywhere ("awesome") tells less than one rare everywhere ("pottery"); and
-//! long sentences may compete clause by clause (`clause_words`). Sentences are packed greedily into an
-//! allowance; a sentence's score is discounted by the share of its information already
-//! carried by sentences kept before it (`redundancy`), so the pack does not spend its budget
-//! on one fact said five ways. Kept sentences are shown in conversation order, one line per
-//! turn after its speaker, with a date line opening each day and what relative time
-//! expressions ("yesterday") meant when they were said. Nothing here knows a phrasing: the
-//! registry's rules, where a caller has them, only mark superseded values.
+//! A sentence scores the sum of its content words' inverse document frequency (documents are the
+//! conversation's sentences), each raised to `rarity_exponent`, over its length in words to the
+//! power `length_exponent`: boilerplate that recurs with new numbers scores low, a sentence that
+//! names a value said once scores high, whoever said it and however; the exponent makes one word
+//! said once count for more than several merely uncommon ones. A word written as a name,
+//! capitalised where no sentence starts, weighs more (`names`, by the share of its uses written
+//! so): people, places, titles and products are what later questions ask about, and the spelling
+//! tells without a word list. Optionally (`background`, off by default: it helps chat and costs
+//! technical sessions) each word's IDF is weighed by how rare the word is outside the conversation,
+//! which the tokenizer knows without a word list: a word said once here but common everywhere
+//! ("awesome") tells less than one rare everywhere ("pottery"); and long sentences may compete
+//! clause by clause (`clause_words`). Sentences are packed greedily into an allowance; a sentence's
+//! score is discounted by the share of its information already carried by sentences kept before it
+//! (`redundancy`), so the pack does not spend its budget on one fact said five ways. Kept sentences
+//! are shown in conversation order, one line per turn after its speaker, with a date line opening
+//! each day and what relative time expressions ("yesterday") meant when they were said. Nothing
+//! here knows a phrasing: the registry's rules, where a caller has them, only mark superseded
+//! values.
 
 use std::collections::{BTreeSet, BinaryHeap, HashMap};
 use std::sync::Arc;
