@@ -2,7 +2,8 @@
 //! llama-cpp-python) on the same GGUF file, the same prompt token ids (about 1,000), the same
 //! thread count, greedy decoding, in the same run. Needs the GGUF models (`cargo xtask
 //! fetch-models`) and python3 with pip: the bench installs llama-cpp-python itself (a source
-//! build of about 8 minutes the first time; pip keeps the wheel).
+//! build of about 10 minutes the first time, kept under `target/`; see
+//! `strata_benches::llama_cpp_python`).
 //!
 //! Prints prompt and generated tokens per second for both, and the ratios. `STRATA_BENCH_PROMPT`
 //! sets the prompt's length in tokens (default 1,000): attention's share of a generated token
@@ -55,19 +56,14 @@ fn main() {
         Ok(v) => v.parse().unwrap_or_else(|_| panic!("STRATA_BENCH_PROMPT={v} is not a number of tokens")),
         Err(_) => 1000,
     };
-    if !quick {
-        strata_benches::pip_install(
-            &["llama-cpp-python==0.3.36"],
-            &[("CMAKE_ARGS", "-DGGML_NATIVE=ON -DGGML_OPENMP=ON")],
-        );
-    }
+    let llama = (!quick).then(strata_benches::llama_cpp_python);
     println!("| model | engine | prompt tokens/s | generated tokens/s | ratio prompt | ratio generated |");
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
     // STRATA_BENCH_MODELS picks models by folder name (comma-separated substrings).
     let pick = std::env::var("STRATA_BENCH_MODELS").unwrap_or_default();
     for spec in [SMOLLM2_135M, QWEN_CODER_05B, QWEN_CODER_15B] {
         if pick.is_empty() || pick.split(',').any(|p| spec.folder.contains(p)) {
-            bench(&spec, &models, &root, threads, quick, tokens);
+            bench(&spec, &models, &root, threads, llama.as_deref(), tokens);
         }
     }
 }
@@ -93,7 +89,8 @@ fn same_prefix(a: &[u32], b: &[u32]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
-fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, quick: bool, tokens: usize) {
+/// `llama`: where llama-cpp-python is installed, or `None` to time our engine alone.
+fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, llama: Option<&Path>, tokens: usize) {
     let path = models.join(spec.folder).join(spec.files[0].name);
     strata_candle::verify(&models.join(spec.folder), spec).unwrap_or_else(|e| panic!("{e}"));
     let ours = GgufGenerator::load_with(&path, spec.folder, Backend::Int8).unwrap();
@@ -101,11 +98,11 @@ fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, quick: bo
     let (ip, it, int8_ids) = time_candle(&ours, &ids);
     drop(ours);
     let name = format!("{} ({} prompt tokens)", spec.folder, ids.len());
-    if quick {
+    let Some(llama) = llama else {
         // Quick runs profile our path alone.
         println!("| {name} | strata-candle int8 | {ip:.1} | {it:.1} | | |");
         return;
-    }
+    };
     let stock = (std::env::var("STRATA_BENCH_STOCK").as_deref() != Ok("0")).then(|| {
         let g = GgufGenerator::load_with(&path, spec.folder, Backend::Candle).unwrap();
         time_candle(&g, &ids)
@@ -114,6 +111,7 @@ fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, quick: bo
     std::fs::write(&tmp, serde_json::to_string(&ids).unwrap()).unwrap();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("generate/llama_reference.py");
     let out = Command::new("python3")
+        .env("PYTHONPATH", llama)
         .arg(&script)
         .arg(&path)
         .arg(&tmp)

@@ -2,8 +2,8 @@
 //! linear layers) against llama.cpp (through llama-cpp-python) on the same F16 GGUF file, in
 //! the same run, on the same 1,000 sentences (about 18 words each, as documents), the
 //! machine's cores. Needs the weights (`cargo xtask fetch-models`) and python3 with pip: the
-//! bench installs llama-cpp-python itself (a source build of about 8 minutes the first time;
-//! pip keeps the wheel).
+//! bench installs llama-cpp-python itself (a source build of about 10 minutes the first time,
+//! kept under `target/`; see `strata_benches::llama_cpp_python`).
 //!
 //! Prints sentences/s for each, the ratio to llama.cpp, and the cosine of each side's vectors
 //! to llama.cpp's. `STRATA_BENCH_INT8=1` adds the 8-bit path; `STRATA_BENCH_QUICK=1` leaves
@@ -53,7 +53,7 @@ fn main() {
         return;
     }
 
-    strata_benches::pip_install(&["llama-cpp-python==0.3.36"], &[("CMAKE_ARGS", "-DGGML_NATIVE=ON -DGGML_OPENMP=ON")]);
+    let llama = strata_benches::llama_cpp_python();
     let tmp = std::env::temp_dir().join(format!("strata-nomic-bench-{}", std::process::id()));
     std::fs::create_dir_all(&tmp).unwrap();
     let sentences_path = tmp.join("sentences.json");
@@ -61,6 +61,7 @@ fn main() {
     let vectors_path = tmp.join("llama_vectors.json");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("embed/llama_embed_reference.py");
     let out = Command::new("python3")
+        .env("PYTHONPATH", &llama)
         .arg(&script)
         .arg(&gguf)
         .arg(&sentences_path)

@@ -2,9 +2,9 @@
 same GGUF file, the same texts (each after `search_document: `), the same thread count.
 
 Run by `cargo bench -p strata-benches --bench nomic`, which installs llama-cpp-python==0.3.36
-first (built from source with CMAKE_ARGS="-DGGML_NATIVE=ON"; pip keeps the built wheel) and
-passes: the GGUF path, the sentences file, the thread count, the number of timed runs, and
-where to write the vectors. llama.cpp packs several texts into one batch of up to n_batch
+first (built from source for this machine without AMX, under target/: see
+strata_benches::llama_cpp_python) and passes: the GGUF path, the sentences file, the thread
+count, the number of timed runs, and where to write the vectors. llama.cpp packs several texts into one batch of up to n_batch
 tokens with no padding, its own best way; vectors are mean-pooled (the file's pooling type)
 and L2-normalised. Prints one JSON object: the median seconds of the timed runs.
 """

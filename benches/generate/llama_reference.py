@@ -2,8 +2,8 @@
 same GGUF file, the same prompt token ids, the same thread count, greedy decoding.
 
 Run by `cargo bench -p strata-benches --bench generate`, which installs
-llama-cpp-python==0.3.36 first (built from source with CMAKE_ARGS="-DGGML_NATIVE=ON
--DGGML_OPENMP=ON"; pip keeps the built wheel, so only the first run pays for the build) and
+llama-cpp-python==0.3.36 first (built from source for this machine without AMX, under
+target/, so only the first run pays for the build: see strata_benches::llama_cpp_python) and
 passes: the GGUF path, a JSON file of prompt token ids, the number of tokens to generate, the
 thread count and the number of timed runs. Prints one JSON object: the medians of prompt and
 generation tokens per second, and the generated ids of the last run.

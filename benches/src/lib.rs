@@ -167,6 +167,40 @@ pub fn pip_install(packages: &[&str], env: &[(&str, &str)]) {
     assert!(status.success(), "installing {} failed", packages.join(" "));
 }
 
+/// llama.cpp's reference for the benches: llama-cpp-python 0.3.36 built from source for this
+/// machine (`-march=native`) but without AMX, into a folder of its own under `target/` (made
+/// once; about 10 minutes), whose path goes on the reference script's `PYTHONPATH`. Without
+/// AMX: 0.3.36's AMX matmul crashes (SIGSEGV) on quantized models for any prompt of more than
+/// one token on a CPU that has it (session 18's), and llama.cpp keeps its AVX-512 VNNI kernels.
+/// Not into the system Python, with pip's cache off: a build already installed or cached with
+/// other flags would be taken instead, whatever `CMAKE_ARGS` say.
+pub fn llama_cpp_python() -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/bench-python/llama-cpp-python-0.3.36");
+    let importable = || {
+        std::process::Command::new("python3")
+            .args(["-c", "import llama_cpp"])
+            .env("PYTHONPATH", &dir)
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !importable() {
+        let _ = std::fs::remove_dir_all(&dir);
+        let no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
+        let cmake =
+            format!("-DGGML_NATIVE=ON -DGGML_OPENMP=ON \"-DCMAKE_C_FLAGS={no_amx}\" \"-DCMAKE_CXX_FLAGS={no_amx}\"");
+        let status = std::process::Command::new("python3")
+            .args(["-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check"])
+            .args(["--root-user-action=ignore", "--target"])
+            .arg(&dir)
+            .arg("llama-cpp-python==0.3.36")
+            .env("CMAKE_ARGS", cmake)
+            .status()
+            .expect("python3 with pip");
+        assert!(status.success() && importable(), "installing llama-cpp-python==0.3.36 into {} failed", dir.display());
+    }
+    dir
+}
+
 /// The median of some timings.
 pub fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
