@@ -106,7 +106,7 @@ fn embedder(store: &Store, db: &SqliteStore) -> Result<Option<Arc<dyn Embedder>>
     if name == "none" {
         return Ok(None);
     }
-    Ok(Some(crate::models::embedder(&name, &crate::models::dir(store.models_dir.as_deref()))?))
+    Ok(Some(strata_eval::embeddings(&name, &crate::models::dir(store.models_dir.as_deref()))?))
 }
 
 /// Opens the store; a store file that does not exist is an error for the reading commands.
@@ -261,7 +261,7 @@ pub(crate) struct ReembedArgs {
 /// Replaces every vector of a store with another model's and binds the store to it.
 pub(crate) fn reembed(args: ReembedArgs) -> Result<String> {
     let store = open_store(&args.path, false)?;
-    let embedder = crate::models::embedder(&args.embedder, &crate::models::dir(args.models_dir.as_deref()))?;
+    let embedder = strata_eval::embeddings(&args.embedder, &crate::models::dir(args.models_dir.as_deref()))?;
     let before = store.embedder()?.map_or_else(|| "no recorded model".to_string(), |(m, _)| m);
     let mut stderr = std::io::stderr().lock();
     let n = strata::reembed(&store, &*embedder, |conversation, done, total| {

@@ -1,23 +1,17 @@
-//! Where the CLI finds model weights and how it opens them: one place for every command that
-//! takes `--models-dir`, `--model` or embeds text.
+//! Where the CLI finds model weights (`--models-dir`) and the chat model `--model` names; the
+//! models themselves are opened by `strata_eval::embeddings` and `strata_eval::generator`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use strata_core::{Embedder, Generator};
+use strata_core::Generator;
 
 /// `--models-dir`, else `$STRATA_MODELS`, else `./models`.
 pub(crate) fn dir(arg: Option<&Path>) -> PathBuf {
     arg.map(Path::to_path_buf)
         .or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from))
         .unwrap_or_else(|| PathBuf::from("models"))
-}
-
-/// The sentence embedder `name` selects (`minilm` or `nomic`), its vectors cached on disk
-/// under the models folder.
-pub(crate) fn embedder(name: &str, models: &Path) -> Result<Arc<dyn Embedder>> {
-    strata_eval::embeddings(name, models)
 }
 
 /// The chat model `--model` names, if any, from `--models-dir` (see [`dir`]):

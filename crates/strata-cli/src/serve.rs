@@ -144,9 +144,9 @@ pub(crate) fn run(args: Args) -> Result<String> {
     let bound = store.embedder()?.map(|(model, _)| model);
     let embedder = match args.embedder.as_deref() {
         Some("none") => None,
-        Some(name) => Some(crate::models::embedder(name, &models)?),
+        Some(name) => Some(strata_eval::embeddings(name, &models)?),
         // Model ids are the model's folder name (with `+int8` for 8-bit vectors).
-        None => Some(crate::models::embedder(
+        None => Some(strata_eval::embeddings(
             bound.as_deref().and_then(|m| m.split('+').next()).unwrap_or("minilm"),
             &models,
         )?),

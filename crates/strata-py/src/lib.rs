@@ -151,7 +151,7 @@ fn build_strategy(
     let models = crate::models_dir(models_dir);
     let generator = match model {
         None => None,
-        Some(name) => Some(py.detach(|| generator(name, &models)).into_py()?),
+        Some(name) => Some(py.detach(|| strata_eval::generator(name, &models)).into_py()?),
     };
     if name == "tiered" {
         let embedder = match embedder {
@@ -163,12 +163,6 @@ fn build_strategy(
         return Ok(Arc::new(t));
     }
     Ok(Arc::from(strata_strategies::build(name, config, generator).into_py()?))
-}
-
-/// A local chat model (`qwen`, `qwen1.5b`, `smollm2`, a GGUF path), answers cached under the
-/// models folder, or an OpenAI-compatible endpoint (`URL#MODEL`), asked afresh every time.
-pub(crate) fn generator(name: &str, models: &std::path::Path) -> anyhow::Result<Arc<dyn strata_core::Generator>> {
-    strata_eval::generator(name, models)
 }
 
 /// A Python dict from a serde value, through the `json` module (one conversion path for

@@ -65,7 +65,7 @@ impl Memory {
         };
         let generator = match model {
             None => None,
-            Some(name) => Some(py.detach(|| crate::generator(name, &models)).into_py()?),
+            Some(name) => Some(py.detach(|| strata_eval::generator(name, &models)).into_py()?),
         };
         let mut memory_config = MemoryConfig::for_budget(conversation, budget);
         memory_config.clock = clock;
