@@ -18,6 +18,8 @@ pub const SUITES: &[&str] = &[
     "probes",
     "probes-dev",
     "probes-heldout",
+    "probes-paraphrased",
+    "probes-heldout-paraphrased",
     "tiage-dev",
     "qmsum-dev",
 ];
@@ -91,6 +93,11 @@ impl Dataset {
             // tuned on, and the one nobody tunes on.
             "probes-dev" => (Kind::Transcripts, vec![repo_root.join(strata_probes::PROBES_DEV_FILE)]),
             "probes-heldout" => (Kind::Transcripts, vec![repo_root.join(strata_probes::PROBES_HELDOUT_FILE)]),
+            // Both with their evidence turns reworded by a local model (`gen-probes --paraphrase`).
+            "probes-paraphrased" => (Kind::Transcripts, vec![repo_root.join(strata_probes::PROBES_PARAPHRASED_FILE)]),
+            "probes-heldout-paraphrased" => {
+                (Kind::Transcripts, vec![repo_root.join(strata_probes::PROBES_HELDOUT_PARAPHRASED_FILE)])
+            }
             path => {
                 let p = PathBuf::from(path);
                 if !p.exists() {
@@ -124,7 +131,13 @@ impl Dataset {
     pub fn suites(&self) -> Suites {
         let name = if self.builtin { self.name.as_str() } else { "" };
         let (retention, segmentation, summaries) = match name {
-            "locomo" | "locomo-sentences" | "probes" | "probes-dev" | "probes-heldout" => (true, false, false),
+            "locomo"
+            | "locomo-sentences"
+            | "probes"
+            | "probes-dev"
+            | "probes-heldout"
+            | "probes-paraphrased"
+            | "probes-heldout-paraphrased" => (true, false, false),
             "qmsum" | "qmsum-dev" => (true, true, true),
             "tiage" | "tiage-dev" | "dialseg711" => (false, true, false),
             "dialogsum" => (false, false, true),

@@ -22,8 +22,9 @@ tasks:
   gen-probes [--seed N] [--paraphrase]
                            write the seeded probe sets to datasets/probes/: probes.jsonl (the
                            committed set), probes-dev.jsonl and probes-heldout.jsonl; with
-                           --paraphrase also probes-paraphrased.jsonl, the dev set's evidence
-                           turns rewritten by Qwen2.5-Coder 0.5B (fetches it; minutes)
+                           --paraphrase also probes-paraphrased.jsonl and
+                           probes-heldout-paraphrased.jsonl, the dev and held-out sets'
+                           evidence turns rewritten by Qwen2.5-Coder 1.5B (fetches it; ~40 min)
   fetch-datasets [--check] download the public datasets into ../shared/datasets (or
                            STRATA_DATA) and verify every sha256 in MANIFEST.tsv
   fetch-models [NAME...]   fetch the pinned model weights into models/ (or STRATA_MODELS):
@@ -166,17 +167,18 @@ fn gen_probes(args: &[String]) -> Result<()> {
         println!("{file}: {} conversations, {turns} turns, {probes} probes (seed {seed})", conversations.len());
     }
     if paraphrase {
-        // The dev families reworded by a model no template of ours wrote: a development set
-        // (its facts are the dev set's), which a phrasing rule tuned on the templates fails.
-        models::fetch(&root(), &["qwen2.5-coder-0.5b-instruct".to_string()])?;
-        cargo_run_release(&[
-            "paraphrase",
-            strata_probes::PROBES_DEV_FILE,
-            "--model",
-            "qwen",
-            "--out",
-            strata_probes::PROBES_PARAPHRASED_FILE,
-        ])?;
+        // Both suites reworded by a model no template of ours wrote (Qwen2.5-Coder 1.5B:
+        // 0.5B mostly copies): a development set, which a phrasing rule tuned on the
+        // templates fails, and a held-out one. Greedy decoding, so the files are the same
+        // on every run of one machine; they are committed, since another CPU's arithmetic
+        // may pick another token.
+        models::fetch(&root(), &["qwen2.5-coder-1.5b-instruct".to_string()])?;
+        for (from, to) in [
+            (strata_probes::PROBES_DEV_FILE, strata_probes::PROBES_PARAPHRASED_FILE),
+            (strata_probes::PROBES_HELDOUT_FILE, strata_probes::PROBES_HELDOUT_PARAPHRASED_FILE),
+        ] {
+            cargo_run_release(&["paraphrase", from, "--model", "qwen1.5b", "--out", to])?;
+        }
     }
     Ok(())
 }

@@ -67,9 +67,13 @@ pub const HELDOUT_FAMILY: Family = Family::Lab;
 pub const PROBES_DEV_FILE: &str = "datasets/probes/probes-dev.jsonl";
 /// The held-out suite's file (seed 7).
 pub const PROBES_HELDOUT_FILE: &str = "datasets/probes/probes-heldout.jsonl";
-/// The development suite with its evidence turns reworded by Qwen2.5-Coder 0.5B
-/// (`cargo xtask gen-probes --paraphrase`), relative to the repository root.
+/// The development suite with its evidence turns reworded by Qwen2.5-Coder 1.5B
+/// (`cargo xtask gen-probes --paraphrase`), relative to the repository root: wording no
+/// template of ours wrote, for the same facts. A development set: its misses may be read.
 pub const PROBES_PARAPHRASED_FILE: &str = "datasets/probes/probes-paraphrased.jsonl";
+/// The held-out suite reworded the same way: held out like it (its score read, never its
+/// misses).
+pub const PROBES_HELDOUT_PARAPHRASED_FILE: &str = "datasets/probes/probes-heldout-paraphrased.jsonl";
 
 /// The kinds each family plants; each is also its probes' category.
 const KINDS: &[&str] =

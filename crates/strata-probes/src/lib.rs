@@ -18,7 +18,7 @@ mod paraphrase;
 
 pub use families::{
     generate_family, Family, DEV_FAMILIES, HELDOUT_FAMILY, PROBES_DEV_FILE, PROBES_HELDOUT_FILE,
-    PROBES_PARAPHRASED_FILE,
+    PROBES_HELDOUT_PARAPHRASED_FILE, PROBES_PARAPHRASED_FILE,
 };
 pub use paraphrase::{paraphrase, ParaphraseStats, Refusal, PARAPHRASE_PROMPT};
 

@@ -111,10 +111,22 @@ fn rewrite(
     check(content, &clean(&text), values)
 }
 
-/// The rewrite without what small models wrap it in: surrounding whitespace and quotes.
+/// The rewrite without what small models wrap it in: surrounding whitespace and quotes, and a
+/// first line that only announces it ("Sure, here's the paraphrased message:"), recognised by
+/// the instruction's own word and the colon that ends it.
 fn clean(text: &str) -> String {
     let t = text.trim();
     let t = t.strip_prefix("Paraphrase:").unwrap_or(t).trim();
+    let t = match t.split_once('\n') {
+        Some((first, rest))
+            if first.trim_end().ends_with(':')
+                && first.to_lowercase().contains("paraphrase")
+                && !rest.trim().is_empty() =>
+        {
+            rest.trim()
+        }
+        _ => t,
+    };
     let t = t.strip_prefix('"').and_then(|t| t.strip_suffix('"')).unwrap_or(t);
     t.trim().to_string()
 }
@@ -258,5 +270,8 @@ mod tests {
         assert_eq!(check("Ticket OPS-3254.", "", &v), Err(Refusal::BadLength));
         assert_eq!(check("Ticket OPS-3254.", &"OPS-3254 ".repeat(40), &v), Err(Refusal::BadLength));
         assert_eq!(clean("\"quoted\"\n"), "quoted");
+        assert_eq!(clean("Sure, here's the paraphrased message:\n\"It is OPS-3254.\""), "It is OPS-3254.");
+        // A first line of the message's own that ends in a colon stays.
+        assert_eq!(clean("Run this:\n```\nmake\n```"), "Run this:\n```\nmake\n```");
     }
 }

@@ -118,3 +118,40 @@ fn the_committed_dev_and_heldout_sets_are_what_seed_7_generates() {
         assert!(committed == text, "datasets/probes/{name}.jsonl is stale: run `cargo xtask gen-probes --seed 7`");
     }
 }
+
+#[test]
+fn the_committed_paraphrased_sets_reword_only_evidence_turns_and_keep_every_value() {
+    for (committed, source, name) in [
+        (include_str!("../../../datasets/probes/probes-paraphrased.jsonl"), crate::dev_set(7), "probes-paraphrased"),
+        (
+            include_str!("../../../datasets/probes/probes-heldout-paraphrased.jsonl"),
+            crate::heldout_set(7),
+            "probes-heldout-paraphrased",
+        ),
+    ] {
+        let loaded: Vec<Conversation> = strata_transcript::JsonlReader::from_str(name, committed)
+            .map(|c| c.unwrap_or_else(|e| panic!("{name}: {e}")))
+            .collect();
+        assert_eq!(loaded.len(), source.len(), "{name}: stale, run `cargo xtask gen-probes --seed 7 --paraphrase`");
+        let (mut asked, mut reworded) = (0, 0);
+        for (p, s) in loaded.iter().zip(&source) {
+            assert_eq!((&p.id, &p.probes), (&s.id, &s.probes), "{name}: stale");
+            let evidence: std::collections::BTreeSet<&String> = s.probes.iter().flat_map(|q| &q.evidence).collect();
+            assert_eq!(p.turns.len(), s.turns.len(), "{name} {}", s.id);
+            for (a, b) in p.turns.iter().zip(&s.turns) {
+                assert_eq!((&a.id, a.role, &a.speaker, a.timestamp), (&b.id, b.role, &b.speaker, b.timestamp));
+                if !evidence.contains(&b.id) {
+                    assert_eq!(a.content, b.content, "{name} {} {}: only evidence turns are reworded", s.id, b.id);
+                    continue;
+                }
+                asked += 1;
+                reworded += usize::from(a.content != b.content);
+                for q in s.probes.iter().filter(|q| q.evidence.contains(&b.id) && b.content.contains(&q.answer)) {
+                    assert!(a.content.contains(&q.answer), "{name} {} {}: lost {:?}", s.id, b.id, q.answer);
+                }
+            }
+        }
+        // A copy of the source would pass everything above.
+        assert!(reworded * 4 >= asked, "{name}: only {reworded} of {asked} evidence turns reworded");
+    }
+}
