@@ -100,7 +100,7 @@ fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, llama: Op
     let name = format!("{} ({} prompt tokens)", spec.folder, ids.len());
     let Some(llama) = llama else {
         // Quick runs profile our path alone.
-        println!("| {name} | strata-candle int8 | {ip:.1} | {it:.1} | | |");
+        println!("| {name} | strata-candle (int8 prompt, 4-bit steps) | {ip:.1} | {it:.1} | | |");
         return;
     };
     let stock = (std::env::var("STRATA_BENCH_STOCK").as_deref() != Ok("0")).then(|| {
@@ -126,7 +126,11 @@ fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, llama: Op
     let (lp, lt) =
         (report["prompt_tokens_per_s"].as_f64().unwrap(), report["generated_tokens_per_s"].as_f64().unwrap());
     let llama_ids: Vec<u32> = report["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
-    println!("| {name} | strata-candle int8 | {ip:.1} | {it:.1} | {:.2} | {:.2} |", ip / lp, it / lt);
+    println!(
+        "| {name} | strata-candle (int8 prompt, 4-bit steps) | {ip:.1} | {it:.1} | {:.2} | {:.2} |",
+        ip / lp,
+        it / lt
+    );
     if let Some((cp, ct, _)) = &stock {
         println!("| | candle-transformers quantized | {cp:.1} | {ct:.1} | {:.2} | {:.2} |", cp / lp, ct / lt);
     }
@@ -136,7 +140,7 @@ fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, llama: Op
         None => String::new(),
     };
     println!(
-        "| | greedy tokens shared with llama.cpp before the first difference | int8 {}{stock_shared} of {GENERATE} | | | |",
+        "| | greedy tokens shared with llama.cpp before the first difference | ours {}{stock_shared} of {GENERATE} | | | |",
         same_prefix(&int8_ids, &llama_ids),
     );
 }

@@ -1,8 +1,8 @@
 //! Generations kept on disk by model and prompt hash, so that re-running an eval costs nothing.
 //!
-//! One small JSON file per request, named by sha256 of the model id, the messages and the
-//! token limit, written to a temporary name and renamed into place, so a crash leaves either
-//! the whole answer or none. Failures are not cached: a timeout may succeed next time.
+//! One small JSON file per request, named by sha256 of the decoder's revision, the model id,
+//! the messages and the token limit, written to a temporary name and renamed into place, so a
+//! crash leaves either the whole answer or none. Failures are not cached: a timeout may succeed next time.
 
 use std::path::{Path, PathBuf};
 
@@ -11,6 +11,11 @@ use sha2::{Digest, Sha256};
 use strata_core::{GenerateError, GenerateRequest, Generation, Generator};
 
 use crate::ModelError;
+
+/// Part of every key, changed whenever the decoder's arithmetic changes (session 19: one-token
+/// steps read 4-bit copies), so that answers an older engine cached are recomputed rather than
+/// returned as this one's.
+const DECODER_REVISION: &[u8] = b"decoder 2";
 
 #[derive(Serialize, Deserialize)]
 struct Stored {
@@ -41,6 +46,7 @@ impl<G: Generator> CachedGenerator<G> {
 
     fn path(&self, request: &GenerateRequest) -> PathBuf {
         let mut h = Sha256::new();
+        h.update(DECODER_REVISION);
         h.update(self.inner.model_id().as_bytes());
         for m in &request.messages {
             h.update([0u8]);

@@ -258,6 +258,21 @@ impl GgufGenerator {
         model.forward(prompt, 0, &self.device).map_err(|e| self.backend(e.to_string()))
     }
 
+    /// The same logits by the path a generated token takes: all but the last token as a
+    /// prompt, then the last one as a single step (which reads the 4-bit copies of layers
+    /// that were 4-bit in the file).
+    pub fn next_logits_stepped(&self, prompt: &[u32]) -> Result<Vec<f32>, GenerateError> {
+        let Some((&last, head)) = prompt.split_last() else {
+            return Err(self.backend("empty prompt".into()));
+        };
+        let mut model = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
+        model.clear();
+        if !head.is_empty() {
+            model.forward(head, 0, &self.device).map_err(|e| self.backend(e.to_string()))?;
+        }
+        model.forward(&[last], head.len(), &self.device).map_err(|e| self.backend(e.to_string()))
+    }
+
     /// Exactly `n` tokens after the prompt, end-of-turn tokens or not: what benchmarks time.
     pub fn time_generation(&self, prompt: &[u32], n: usize) -> Result<(Vec<u32>, Timing), GenerateError> {
         self.decode_greedy(prompt, n, None, false)

@@ -20,6 +20,8 @@
 
 use rayon::prelude::*;
 
+use crate::int4::Int4Matrix;
+
 /// Columns per packed weight panel: four 16-lane vectors.
 const NR: usize = 64;
 /// Rows of activations per micro-kernel call: 4 × 4 accumulators stay in registers.
@@ -38,6 +40,8 @@ pub(crate) struct Int8Matrix {
     scale: Vec<f32>,
     /// `Σ q` per output channel, for the activations' zero point.
     colsum: Vec<i32>,
+    /// A 4-bit copy for one-row products (decoding), where reading the weights is the cost.
+    decode: Option<Int4Matrix>,
 }
 
 impl Int8Matrix {
@@ -61,12 +65,28 @@ impl Int8Matrix {
                 packed[panel * NR * kp + (i / 4) * NR * 4 + lane * 4 + i % 4] = q;
             }
         }
-        Int8Matrix { n, k, kp, packed, scale, colsum }
+        Int8Matrix { n, k, kp, packed, scale, colsum, decode: None }
     }
 
-    /// `x · Wᵀ` for `x` row-major `(m, k)`; returns `(m, n)` row-major.
+    /// As [`Int8Matrix::quantize`], with a 4-bit copy that one-row products use: for weights
+    /// that were 4-bit blocks in their file, so that decoding reads about as many bytes as
+    /// the file holds. Prompts keep the int8 weights.
+    pub(crate) fn quantize_with_4bit_decoding(weight: &[f32], n: usize, k: usize) -> Int8Matrix {
+        Int8Matrix { decode: Int4Matrix::quantize(weight, n, k), ..Int8Matrix::quantize(weight, n, k) }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn has_decoding_copy(&self) -> bool {
+        self.decode.is_some()
+    }
+
+    /// `x · Wᵀ` for `x` row-major `(m, k)`; returns `(m, n)` row-major; one row through the
+    /// 4-bit copy where there is one.
     pub(crate) fn matmul(&self, x: &[f32], m: usize) -> Vec<f32> {
         assert_eq!(x.len(), m * self.k, "activation shape");
+        if let (1, Some(d)) = (m, &self.decode) {
+            return d.matvec(x);
+        }
         let (k, kp, n) = (self.k, self.kp, self.n);
         let mut xq = vec![0u8; m * kp];
         let mut xs = vec![0f32; m];
@@ -178,7 +198,7 @@ impl candle_core::CustomOp1 for Int8Matrix {
     }
 }
 
-fn has_vnni() -> bool {
+pub(crate) fn has_vnni() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")

@@ -18,6 +18,7 @@ mod bert;
 mod cache;
 mod gencache;
 mod gguf;
+mod int4;
 mod int8;
 mod kernels;
 mod llm;

@@ -182,7 +182,15 @@ impl Decoder {
             None => candle_core::bail!("missing GGUF tensor token_embd.weight"),
         };
         let cfg = Config { vocab, ..cfg };
-        Decoder::build(cfg, |name, shape| {
+        // Weights the file holds as 4-bit blocks get a 4-bit copy for decoding; 6- and 8-bit
+        // ones (Q4_K_M keeps some layers in Q6_K) stay int8 only, so as not to lose bits.
+        let four_bit = |name: &str| {
+            use candle_core::quantized::GgmlDType;
+            ct.tensor_infos
+                .get(name)
+                .is_some_and(|t| matches!(t.ggml_dtype, GgmlDType::Q4_0 | GgmlDType::Q4_1 | GgmlDType::Q4K))
+        };
+        Decoder::build(cfg, four_bit, |name, shape| {
             if !ct.tensor_infos.contains_key(name) {
                 return Ok(None);
             }
@@ -195,9 +203,12 @@ impl Decoder {
     }
 
     /// Builds the decoder from its tensors by GGUF name: `tensor(name, shape)` gives the
-    /// row-major values of that shape, or `None` when the file has no such tensor.
+    /// row-major values of that shape, or `None` when the file has no such tensor;
+    /// `four_bit(name)` says whether the file held it as 4-bit blocks (see
+    /// [`Int8Matrix::quantize_with_4bit_decoding`]).
     pub(crate) fn build(
         cfg: Config,
+        four_bit: impl Fn(&str) -> bool,
         mut tensor: impl FnMut(&str, &[usize]) -> candle_core::Result<Option<Vec<f32>>>,
     ) -> candle_core::Result<Decoder> {
         let Config { hidden, ff, vocab, heads, kv_heads, .. } = cfg;
@@ -214,6 +225,13 @@ impl Decoder {
         let mut layers = Vec::with_capacity(cfg.blocks);
         for i in 0..cfg.blocks {
             let p = format!("blk.{i}");
+            let linear = |w: &[f32], n: usize, k: usize, names: &[&str]| {
+                if names.iter().all(|n| four_bit(&format!("{p}.{n}.weight"))) {
+                    Int8Matrix::quantize_with_4bit_decoding(w, n, k)
+                } else {
+                    Int8Matrix::quantize(w, n, k)
+                }
+            };
             let (nq, nkv) = (heads * d, kv_heads * d);
             let mut qkv = need(&format!("{p}.attn_q.weight"), &[nq, hidden])?;
             qkv.extend(need(&format!("{p}.attn_k.weight"), &[nkv, hidden])?);
@@ -230,12 +248,12 @@ impl Decoder {
             gate_up.extend(need(&format!("{p}.ffn_up.weight"), &[ff, hidden])?);
             layers.push(Layer {
                 attn_norm: need(&format!("{p}.attn_norm.weight"), &[hidden])?,
-                qkv: Int8Matrix::quantize(&qkv, nq + 2 * nkv, hidden),
+                qkv: linear(&qkv, nq + 2 * nkv, hidden, &["attn_q", "attn_k", "attn_v"]),
                 qkv_bias,
-                o: Int8Matrix::quantize(&need(&format!("{p}.attn_output.weight"), &[hidden, nq])?, hidden, nq),
+                o: linear(&need(&format!("{p}.attn_output.weight"), &[hidden, nq])?, hidden, nq, &["attn_output"]),
                 ffn_norm: need(&format!("{p}.ffn_norm.weight"), &[hidden])?,
-                gate_up: Int8Matrix::quantize(&gate_up, 2 * ff, hidden),
-                down: Int8Matrix::quantize(&need(&format!("{p}.ffn_down.weight"), &[hidden, ff])?, hidden, ff),
+                gate_up: linear(&gate_up, 2 * ff, hidden, &["ffn_gate", "ffn_up"]),
+                down: linear(&need(&format!("{p}.ffn_down.weight"), &[hidden, ff])?, hidden, ff, &["ffn_down"]),
                 cache: Kv::new(kv_heads, d),
             });
         }
@@ -510,8 +528,9 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 mod tests {
     use super::*;
 
-    /// A small decoder with seeded random weights: no model file needed.
-    fn random(neox: bool, qkv_bias: bool) -> Decoder {
+    /// A small decoder with seeded random weights: no model file needed. `four_bit`: treat
+    /// every layer as 4-bit in its file (a 4-bit copy for decoding).
+    fn random_with(neox: bool, qkv_bias: bool, four_bit: bool) -> Decoder {
         let cfg = Config {
             hidden: 64,
             ff: 96,
@@ -526,24 +545,36 @@ mod tests {
             context_length: 600,
         };
         let mut seed = 11u64;
-        Decoder::build(cfg, |name, shape| {
+        let four = move |_: &str| four_bit;
+        Decoder::build(cfg, four, |name, shape| {
             let n: usize = shape.iter().product();
             let norm = name.ends_with("norm.weight");
-            Ok(Some(
-                (0..n)
-                    .map(|_| {
-                        seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                        let u = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-                        if norm {
-                            1.0 + 0.2 * u
-                        } else {
-                            0.4 * u
-                        }
-                    })
-                    .collect(),
-            ))
+            let mut w: Vec<f32> = (0..n)
+                .map(|_| {
+                    seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    let u = (seed >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                    if norm {
+                        1.0 + 0.2 * u
+                    } else {
+                        0.4 * u
+                    }
+                })
+                .collect();
+            if four_bit && !norm && name.ends_with(".weight") {
+                // On a 4-bit grid per block of 32, as a file's 4-bit weights are.
+                for b in w.chunks_mut(32) {
+                    let (lo, hi) = b.iter().fold((f32::MAX, f32::MIN), |(l, h), &v| (l.min(v), h.max(v)));
+                    let s = (hi - lo) / 15.0;
+                    b.iter_mut().for_each(|v| *v = lo + s * ((*v - lo) / s).round());
+                }
+            }
+            Ok(Some(w))
         })
         .unwrap()
+    }
+
+    fn random(neox: bool, qkv_bias: bool) -> Decoder {
+        random_with(neox, qkv_bias, false)
     }
 
     fn cosine(a: &[f32], b: &[f32]) -> f64 {
@@ -577,6 +608,25 @@ mod tests {
                 assert_eq!(argmax(&whole), argmax(&stepped), "neox {neox}, split {split}");
             }
         }
+    }
+
+    /// With 4-bit copies, steps read them and prompts the int8 weights: for weights on a
+    /// 4-bit grid, as a file's 4-bit layers are, the two paths agree closely and on the next
+    /// token.
+    #[test]
+    fn four_bit_steps_stay_close_to_the_int8_prompt_path() {
+        let mut m = random_with(true, true, true);
+        assert!(m.layers.iter().all(|l| l.qkv.has_decoding_copy() && l.down.has_decoding_copy()));
+        let ids: Vec<u32> = (0..40u32).map(|i| (i * 7 + 3) % 50).collect();
+        let whole = m.forward(&ids, 0).unwrap();
+        m.forward(&ids[..20], 0).unwrap();
+        let mut stepped = Vec::new();
+        for (i, &id) in ids.iter().enumerate().skip(20) {
+            stepped = m.forward(&[id], i).unwrap();
+        }
+        let c = cosine(&whole, &stepped);
+        assert!((0.999..0.99999).contains(&c), "cosine {c}: close, and not the int8 path itself");
+        assert_eq!(argmax(&whole), argmax(&stepped));
     }
 
     /// A prompt after steps (the chunked prefill's second chunk) also sees the cache right.

@@ -188,7 +188,8 @@ fn qwen_paraphrases_statements_and_keeps_their_values() {
 fn the_int8_decoder_follows_candles_reference_decoder() {
     // Same GGUF, same prompt ids: the int8 decoder requantizes the weights, so its logits are
     // close to, not equal to, those of candle-transformers on the original blocks. (Greedy
-    // continuations part at the first near-tie, so they are not what is compared.)
+    // continuations part at the first near-tie, so they are not what is compared.) Both
+    // paths: the prompt's (int8) and a generated token's (the 4-bit copies of 4-bit layers).
     for spec in [strata_candle::SMOLLM2_135M, strata_candle::QWEN_CODER_05B] {
         let path = models_dir().join(spec.folder).join(spec.files[0].name);
         let ours = strata_candle::GgufGenerator::load_with(&path, "m", strata_candle::Backend::Int8).unwrap();
@@ -196,12 +197,14 @@ fn the_int8_decoder_follows_candles_reference_decoder() {
         assert_eq!(stock.model_id(), "m+candle");
         for question in ["List three uses of a paperclip.", "What is 17 times 3?", "Summarize: we chose Redis."] {
             let prompt = ours.encode(&strata_candle::GgufGenerator::render(&ask(question, 16).messages)).unwrap();
-            let a = ours.next_logits(&prompt).unwrap();
             let b = stock.next_logits(&prompt).unwrap();
-            let c = cosine(&a, &b);
-            assert!(c >= 0.99, "{}: logit cosine {c} on {question:?}", spec.folder);
             let top = |v: &[f32]| (0..v.len()).max_by(|&i, &j| v[i].total_cmp(&v[j]).then(j.cmp(&i))).unwrap();
-            assert_eq!(top(&a), top(&b), "{}: different next token on {question:?}", spec.folder);
+            for (path, a) in [("prompt", ours.next_logits(&prompt)), ("step", ours.next_logits_stepped(&prompt))] {
+                let a = a.unwrap();
+                let c = cosine(&a, &b);
+                assert!(c >= 0.99, "{} {path}: logit cosine {c} on {question:?}", spec.folder);
+                assert_eq!(top(&a), top(&b), "{} {path}: different next token on {question:?}", spec.folder);
+            }
         }
     }
 }
