@@ -157,14 +157,20 @@ pub fn sentences(n: usize) -> Vec<String> {
 /// with `env` set for the build (llama-cpp-python reads `CMAKE_ARGS`). Panics with the package
 /// list when pip fails: a bench cannot go on without its reference.
 pub fn pip_install(packages: &[&str], env: &[(&str, &str)]) {
-    let mut cmd = std::process::Command::new("python3");
-    cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--root-user-action=ignore"]);
-    cmd.args(packages);
+    let mut cmd = pip(packages);
     for (k, v) in env {
         cmd.env(k, v);
     }
     let status = cmd.status().expect("python3 with pip");
     assert!(status.success(), "installing {} failed", packages.join(" "));
+}
+
+/// `python3 -m pip install` of `packages`, quiet.
+fn pip(packages: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new("python3");
+    cmd.args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--root-user-action=ignore"]);
+    cmd.args(packages);
+    cmd
 }
 
 /// llama.cpp's reference for the benches: llama-cpp-python 0.3.36 built from source for this
@@ -188,11 +194,9 @@ pub fn llama_cpp_python() -> std::path::PathBuf {
         let no_amx = "-mno-amx-tile -mno-amx-int8 -mno-amx-bf16";
         let cmake =
             format!("-DGGML_NATIVE=ON -DGGML_OPENMP=ON \"-DCMAKE_C_FLAGS={no_amx}\" \"-DCMAKE_CXX_FLAGS={no_amx}\"");
-        let status = std::process::Command::new("python3")
-            .args(["-m", "pip", "install", "--quiet", "--no-cache-dir", "--disable-pip-version-check"])
-            .args(["--root-user-action=ignore", "--target"])
+        let status = pip(&["llama-cpp-python==0.3.36"])
+            .args(["--no-cache-dir", "--target"])
             .arg(&dir)
-            .arg("llama-cpp-python==0.3.36")
             .env("CMAKE_ARGS", cmake)
             .status()
             .expect("python3 with pip");

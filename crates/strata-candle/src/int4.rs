@@ -212,18 +212,7 @@ unsafe fn kernel_vnni(xq: &[i8], xs: &[f32], xsum: &[f32], w: &[u8], s: &[u16], 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-
-    fn cosine(a: &[f32], b: &[f32]) -> f64 {
-        let (d, x, y) = a.iter().zip(b).fold((0f64, 0f64, 0f64), |(d, x, y), (&p, &q)| {
-            (d + f64::from(p) * f64::from(q), x + f64::from(p * p), y + f64::from(q * q))
-        });
-        d / (x.sqrt() * y.sqrt())
-    }
+    use crate::testing::{cosine, lcg};
 
     /// Weights already on a 4-bit grid per block (as a GGUF file's 4-bit blocks are) come
     /// back to within f16 rounding, random ones close to f32; the kernels agree to the bit.

@@ -272,11 +272,7 @@ unsafe fn kernel_vnni(x: &[u8], rows: usize, kp: usize, w: &[i8], out: &mut [i32
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn lcg(seed: &mut u64) -> f32 {
-        *seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((*seed >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
+    use crate::testing::{cosine, lcg};
 
     fn reference(x: &[f32], w: &[f32], m: usize, n: usize, k: usize) -> Vec<f32> {
         let mut y = vec![0f32; m * n];
@@ -299,10 +295,7 @@ mod tests {
             let q = Int8Matrix::quantize(&w, n, k);
             let y = q.matmul(&x, m);
             let want = reference(&x, &w, m, n, k);
-            let (dot, nx, ny) = y.iter().zip(&want).fold((0f64, 0f64, 0f64), |(d, a, b), (&p, &q)| {
-                (d + f64::from(p) * f64::from(q), a + f64::from(p * p), b + f64::from(q * q))
-            });
-            let cosine = dot / (nx.sqrt() * ny.sqrt());
+            let cosine = cosine(&y, &want);
             assert!(cosine > 0.999, "({m}, {n}, {k}): cosine {cosine}");
 
             let mut xq = vec![0u8; m * q.kp];

@@ -22,6 +22,8 @@ mod int4;
 mod int8;
 mod kernels;
 mod llm;
+#[cfg(test)]
+mod testing;
 mod weights;
 
 pub use bert::{load_embedder, BertEmbedder, EmbedderConfig, Precision, EMBEDDERS, NOMIC_EMBED_V15};

@@ -527,6 +527,7 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::cosine;
 
     /// A small decoder with seeded random weights: no model file needed. `four_bit`: treat
     /// every layer as 4-bit in its file (a 4-bit copy for decoding).
@@ -575,13 +576,6 @@ mod tests {
 
     fn random(neox: bool, qkv_bias: bool) -> Decoder {
         random_with(neox, qkv_bias, false)
-    }
-
-    fn cosine(a: &[f32], b: &[f32]) -> f64 {
-        let (d, x, y) = a.iter().zip(b).fold((0f64, 0f64, 0f64), |(d, x, y), (&p, &q)| {
-            (d + f64::from(p) * f64::from(q), x + f64::from(p * p), y + f64::from(q * q))
-        });
-        d / (x.sqrt() * y.sqrt())
     }
 
     fn argmax(v: &[f32]) -> usize {
