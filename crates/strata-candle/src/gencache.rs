@@ -2,7 +2,8 @@
 //!
 //! One small JSON file per request, named by sha256 of the decoder's revision, the model id,
 //! the messages and the token limit, written to a temporary name and renamed into place, so a
-//! crash leaves either the whole answer or none. Failures are not cached: a timeout may succeed next time.
+//! crash leaves either the whole answer or none. Failures are not cached: a timeout may succeed
+//! next time.
 
 use std::path::{Path, PathBuf};
 
