@@ -123,6 +123,9 @@ pub struct EvalConfig {
     /// `summary-buffer` and the `model` and `checked` summarizers; answers are cached in the
     /// models folder's `.cache`.
     pub generator: Option<String>,
+    /// The local model that writes the tiered memory's notes on each closed session, for
+    /// recall (`[tiered] notes` weighs them); answers cached as the generator's are.
+    pub notes_model: Option<String>,
     /// Only the first N conversations of each dataset (abstractive runs are slow on CPU).
     pub limit: Option<usize>,
     /// The sentence embedder of the tiered memory and the topic detectors: `minilm` or
@@ -159,6 +162,8 @@ pub struct RunConfig {
     pub shard: Option<Shard>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notes_model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
     /// The sentence embedder (runs before it was recorded used MiniLM).
@@ -269,8 +274,14 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
             if name == "tiered" {
                 let tiered = config.strategy_config.tiered.clone();
-                let t =
-                    strata::Tiered::new(Some(load_embedder()?), g).configure(move |m| m.layout.tiered = tiered.clone());
+                // Notes are written only when they are weighed.
+                let notes = match &config.notes_model {
+                    Some(name) if tiered.notes > 0.0 => Some(self::generator(name, &config.models_dir)?),
+                    _ => None,
+                };
+                let t = strata::Tiered::new(Some(load_embedder()?), g)
+                    .with_enricher(notes)
+                    .configure(move |m| m.layout.tiered = tiered.clone());
                 return Ok(Arc::new(t) as Arc<dyn Strategy>);
             }
             Ok(Arc::from(strata_strategies::build(name, &config.strategy_config, g)?))
@@ -357,6 +368,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         summarizers: config.summarizers.clone(),
         shard: config.shard,
         generator: config.generator.clone(),
+        notes_model: config.notes_model.clone(),
         limit: config.limit,
         embedder: config.embedder.clone(),
         settings: config.strategy_config.clone(),

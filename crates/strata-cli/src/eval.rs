@@ -82,6 +82,10 @@ struct RunArgs {
     /// URL#MODEL (http://127.0.0.1:8080/v1#qwen).
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
+    /// The local model that writes the tiered memory's notes on each closed session at store
+    /// time, for recall (weighed by `[tiered] notes` in --config): the same names as --model.
+    #[arg(long, value_name = "NAME|PATH")]
+    notes_model: Option<String>,
     /// Only the first N conversations of each dataset.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
@@ -157,6 +161,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 repo_root: root,
                 progress: !a.quiet,
                 generator: a.model,
+                notes_model: a.notes_model,
                 limit: a.limit,
                 embedder: a.embedder,
                 custom: Default::default(),

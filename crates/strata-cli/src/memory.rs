@@ -170,7 +170,12 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     let mut summary = String::new();
     let mut stdout = std::io::stdout().lock();
     for c in &loaded.conversations {
-        let parts = Parts { counter: loaded.counter.clone(), embedder: embedder.clone(), generator: generator.clone() };
+        let parts = Parts {
+            counter: loaded.counter.clone(),
+            embedder: embedder.clone(),
+            generator: generator.clone(),
+            enricher: None,
+        };
         let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store, &tiered), parts)?;
         // Resuming: the turns already stored must be this transcript's first turns.
         let stored = memory.len();
@@ -226,7 +231,12 @@ fn open_memory(store: &Store, conversation: Option<String>, tokenizer: &str) -> 
     let conversation = pick_conversation(&db, conversation)?;
     let tiered = tiered_config(store)?;
     let parts =
-        Parts { counter: strata_tokens::from_spec(tokenizer)?, embedder: embedder(store, &db)?, generator: None };
+        Parts {
+            counter: strata_tokens::from_spec(tokenizer)?,
+            embedder: embedder(store, &db)?,
+            generator: None,
+            enricher: None,
+        };
     Ok(Memory::with_store(db, memory_config(&conversation, store, &tiered), parts)?)
 }
 

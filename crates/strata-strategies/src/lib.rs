@@ -95,6 +95,11 @@ pub struct TieredConfig {
     /// words, embedded once each at store time; a turn scores its best phrase against the
     /// question's content words). 0 embeds no phrases.
     pub phrases: f64,
+    /// With a question, an embedder and a notes model: the weight of a ranking by notes the
+    /// model wrote on each closed session at store time (what it tells about each speaker),
+    /// each linked to the turns holding its words; a turn scores its best note against the
+    /// question. 0 writes no notes.
+    pub notes: f64,
 }
 
 impl Default for TieredConfig {
@@ -114,6 +119,7 @@ impl Default for TieredConfig {
             rarity_exponent: s.rarity_exponent,
             burst_tokens: 200,
             phrases: 0.0,
+            notes: 0.0,
         }
     }
 }
@@ -146,6 +152,9 @@ impl TieredConfig {
         }
         if !(0.0..=4.0).contains(&self.phrases) {
             return Err(format!("tiered: `phrases` must be between 0 and 4, not {}", self.phrases));
+        }
+        if !(0.0..=4.0).contains(&self.notes) {
+            return Err(format!("tiered: `notes` must be between 0 and 4, not {}", self.notes));
         }
         if !(0.0..=2.0).contains(&self.length_exponent) {
             return Err(format!("tiered: `length_exponent` must be between 0 and 2, not {}", self.length_exponent));

@@ -386,7 +386,8 @@ fn settings_list_every_knob_and_read_back_as_the_same_config() {
         names = 3.0
         rarity_exponent = 3.0
         burst_tokens = 200
-        phrases = 0.0"#]]
+        phrases = 0.0
+        notes = 0.0"#]]
     .assert_eq(&tiered);
     // What `--explain` prints is a config file that gives the same settings back.
     let mut listed = String::new();

@@ -10,6 +10,7 @@
 //!
 //! [`Tiered`] is the same machinery as an eval [`Strategy`](strata_core::Strategy).
 
+mod enrich;
 mod memory;
 mod phrases;
 mod ranker;
@@ -18,10 +19,30 @@ mod reembed;
 mod tiered;
 mod worker;
 
-pub use memory::{Clock, Layout, Memory, MemoryConfig, MemoryError, Parts};
+pub use memory::{Clock, Layout, Memory, MemoryConfig, MemoryError, Parts, NOTES_SPAN_TOKENS};
 pub use recall::RecallConfig;
 pub use reembed::reembed;
 pub use tiered::Tiered;
+
+/// Runs background model work (notes) on a pool of threads of its own, one call at a time
+/// for every memory of the process. Why a pool: a model's calls into rayon would otherwise go
+/// to the caller's pool, whose threads may all be blocked waiting for that very work
+/// (`Memory::settle` inside a parallel evaluation). Why one at a time: a pool thread waiting
+/// inside a model's parallel loop steals queued jobs, and a second call would then wait on
+/// the model's lock held further down the same thread's stack.
+fn in_background<T: Send>(f: impl FnOnce() -> T + Send) -> T {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
+    let pool = POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new().thread_name(|i| format!("strata-background-{i}")).build().ok()
+    });
+    match pool {
+        Some(pool) => pool.install(f),
+        // No threads to be had: the caller's pool, as before.
+        None => f(),
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -16,6 +16,7 @@ use strata_strategies::TieredConfig;
 use strata_summarize::{ExtractiveConfig, Ranking, Registry, SummaryConfig};
 use strata_topic::{TopicConfig, Tracker};
 
+use crate::enrich::{Enricher, NoteIndex};
 use crate::phrases::PhraseIndex;
 use crate::ranker::Ranker;
 use crate::recall::{self, RecallConfig};
@@ -24,6 +25,9 @@ use crate::worker::{self, Job, SpanKey, Worker};
 mod context;
 
 use context::SalientEntry;
+
+/// Most tokens of turns one request for notes holds: a longer session is noted in runs.
+pub const NOTES_SPAN_TOKENS: usize = 1_500;
 
 /// Where "now" comes from when the policy is asked for a plan. The memory reads the clock;
 /// the policy never does.
@@ -113,6 +117,9 @@ pub struct Parts {
     pub counter: Arc<dyn TokenCounter>,
     pub embedder: Option<Arc<dyn Embedder>>,
     pub generator: Option<Arc<dyn Generator>>,
+    /// The model that writes notes on each closed span at store time, for recall (used when
+    /// the layout weighs them, `[tiered] notes`). It may be the summaries' generator.
+    pub enricher: Option<Arc<dyn Generator>>,
 }
 
 impl std::fmt::Debug for Parts {
@@ -121,6 +128,7 @@ impl std::fmt::Debug for Parts {
             .field("counter", &self.counter.name())
             .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
             .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
+            .field("enricher", &self.enricher.as_ref().map(|g| g.model_id().to_string()))
             .finish()
     }
 }
@@ -153,6 +161,12 @@ pub struct Memory {
     grouping: recall::Grouping,
     /// Phrase vectors, for recall, when the layout weighs them (`[tiered] phrases`).
     phrases: PhraseIndex,
+    /// Notes a model wrote on closed spans, for recall, when the layout weighs them
+    /// (`[tiered] notes`), taken from the enricher at turn boundaries.
+    note_index: NoteIndex,
+    enricher: Option<Enricher>,
+    /// Turns before this one belong to sessions already sent to the enricher.
+    enrich_from: usize,
     /// What each turn adds to the recalled block: without and with a date line. Counted once,
     /// at push, so that building a context counts nothing twice.
     recalled_tokens: Vec<[usize; 2]>,
@@ -235,9 +249,16 @@ impl Memory {
             finished.keys().copied().collect(),
         );
         let ranker = Ranker::start(parts.counter.clone(), config.layout.tiered.salience());
+        let enricher = match (&parts.enricher, &parts.embedder) {
+            (Some(g), Some(e)) if config.layout.tiered.notes > 0.0 => Some(Enricher::start(g.clone(), e.clone())),
+            _ => None,
+        };
         let mut memory = Memory {
             grouping: recall::Grouping::default(),
             phrases: PhraseIndex::default(),
+            note_index: NoteIndex::default(),
+            enricher,
+            enrich_from: 0,
             recalled_tokens: Vec::new(),
             topics,
             config,
@@ -264,6 +285,7 @@ impl Memory {
             let turns = memory.history.turns().to_vec();
             memory.index_phrases(&turns);
         }
+        memory.send_spans(false);
         // The stored turns are ranked before the memory is handed out (as the statistics
         // above are rebuilt), so a reopened memory's first context has them.
         memory.ranker.send(memory.history.turns().iter().cloned().enumerate().collect());
@@ -331,6 +353,7 @@ impl Memory {
     pub fn take_notes(&mut self) -> Vec<String> {
         let mut notes = std::mem::take(&mut self.notes);
         notes.extend(self.worker.take_errors());
+        notes.extend(self.enricher.iter().flat_map(Enricher::take_errors));
         notes
     }
 
@@ -342,6 +365,7 @@ impl Memory {
         let (vector, sentences) = self.embed_turn(&turn);
         let stored = self.store_and_plan(turn, vector, sentences);
         self.send_unranked();
+        self.send_spans(false);
         stored
     }
 
@@ -368,6 +392,7 @@ impl Memory {
         }
         // One batch for the ranker: it ranks once for all of them.
         self.send_unranked();
+        self.send_spans(false);
         stored
     }
 
@@ -439,15 +464,47 @@ impl Memory {
     /// Waits for the background summaries to finish and swaps them in: for tools and
     /// evaluations that want the settled state, never needed for correctness.
     pub fn settle(&mut self) {
+        // The open session gets notes too (a longer one replaces them once it closes).
+        self.send_spans(true);
         self.worker.settle();
         self.ranker.settle();
+        if let Some(e) = &self.enricher {
+            e.settle();
+        }
         self.take_summaries();
+    }
+
+    /// Sends the sessions closed since the last call (and the open one, with `open`) to the
+    /// enricher, in runs of at most [`NOTES_SPAN_TOKENS`].
+    fn send_spans(&mut self, open: bool) {
+        let Some(e) = &self.enricher else { return };
+        let (turns, sessions) = (self.history.turns(), &self.grouping.sessions);
+        let mut start = self.enrich_from;
+        for j in start + 1..=turns.len() {
+            let closed = j < turns.len() && sessions[j] != sessions[j - 1];
+            if closed || (open && j == turns.len()) {
+                let mut at = start;
+                for run in strata_summarize::runs(&turns[start..j], self.parts.counter.as_ref(), NOTES_SPAN_TOKENS) {
+                    e.send(at, run);
+                    at += run.len();
+                }
+                start = j;
+                if closed {
+                    self.enrich_from = j;
+                }
+            }
+        }
     }
 
     /// A turn boundary: the summaries finished since the last one, and the newest ranking of
     /// salient sentences, come into view.
     fn take_summaries(&mut self) {
         self.shown.extend(self.worker.take_finished());
+        if let Some(e) = &self.enricher {
+            for (start, notes) in e.take_finished() {
+                self.note_index.insert(start, notes);
+            }
+        }
         self.ranking = self.ranker.latest();
         if let Some(why) = self.ranker.take_failure() {
             self.notes.push(format!("{why}; contexts go on without salient sentences"));
@@ -548,6 +605,12 @@ impl Memory {
             .or(embedding.as_ref())
             .filter(|_| self.phrases_on() && self.phrases.len() == self.history.len())
             .map(|q| (weight, self.phrases.scores(q, self.config.recall.depth)));
+        // Notes are met by the whole question: they name the speaker and the kind of thing.
+        let weight = self.config.layout.tiered.notes as f32;
+        let notes = embedding
+            .as_ref()
+            .filter(|_| weight > 0.0 && !self.note_index.is_empty())
+            .map(|q| (weight, self.note_index.scores(q, self.history.len(), self.config.recall.depth)));
         recall::rank(
             self.store.as_ref(),
             &self.config.conversation,
@@ -556,7 +619,7 @@ impl Memory {
             question,
             embedding,
             content,
-            phrases,
+            phrases.into_iter().chain(notes).collect(),
             &self.config.recall,
         )
     }

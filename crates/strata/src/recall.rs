@@ -130,9 +130,9 @@ pub(crate) fn content_words(question: &str, turns: &[Turn]) -> Option<String> {
 /// Turn positions for `question`, best first: every turn with a positive score. With
 /// `content` (the vector of the question's [`content_words`]), the ranking with the question's
 /// `embedding` and the one with `content` (both with the question's words for BM25) are each
-/// scaled to their best score and added, the second weighted by `config.content_query`. With
-/// `phrases` (a weight and one score per turn from the phrase index), that ranking is added
-/// the same way.
+/// scaled to their best score and added, the second weighted by `config.content_query`. Each
+/// of `extra` (a weight and one score per turn: from the phrase index, from the notes) is
+/// added the same way.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn rank(
     store: &dyn MemoryStore,
@@ -142,7 +142,7 @@ pub(crate) fn rank(
     question: &str,
     embedding: Option<Vec<f32>>,
     content: Option<Vec<f32>>,
-    phrases: Option<(f32, Vec<f32>)>,
+    extra: Vec<(f32, Vec<f32>)>,
     config: &RecallConfig,
 ) -> Result<Vec<(usize, f32)>, MemoryError> {
     let named = named_speakers(turns, question);
@@ -198,7 +198,7 @@ pub(crate) fn rank(
     if let Some(v) = content.filter(|_| config.content_query > 0.0) {
         rankings.push((config.content_query, search(Some(v))?));
     }
-    if let Some((weight, base)) = phrases.filter(|(w, _)| *w > 0.0) {
+    for (weight, base) in extra.into_iter().filter(|(w, _)| *w > 0.0) {
         rankings.push((weight, rescore(base)));
     }
     Ok(if rankings.len() == 1 { rankings.pop().map(|(_, r)| r).unwrap_or_default() } else { combine(&rankings) })

@@ -17,6 +17,7 @@ type Shared = Arc<Mutex<Memory>>;
 pub struct Tiered {
     embedder: Option<Arc<dyn Embedder>>,
     generator: Option<Arc<dyn Generator>>,
+    enricher: Option<Arc<dyn Generator>>,
     configure: Box<dyn Fn(&mut MemoryConfig) + Send + Sync>,
     memories: Mutex<HashMap<(String, usize), Shared>>,
 }
@@ -26,13 +27,20 @@ impl std::fmt::Debug for Tiered {
         f.debug_struct("Tiered")
             .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
             .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
+            .field("enricher", &self.enricher.as_ref().map(|g| g.model_id().to_string()))
             .finish()
     }
 }
 
 impl Tiered {
     pub fn new(embedder: Option<Arc<dyn Embedder>>, generator: Option<Arc<dyn Generator>>) -> Tiered {
-        Tiered { embedder, generator, configure: Box::new(|_| {}), memories: Mutex::new(HashMap::new()) }
+        Tiered { embedder, generator, enricher: None, configure: Box::new(|_| {}), memories: Mutex::new(HashMap::new()) }
+    }
+
+    /// The model that writes notes on closed sessions for recall (`[tiered] notes`).
+    pub fn with_enricher(mut self, enricher: Option<Arc<dyn Generator>>) -> Tiered {
+        self.enricher = enricher;
+        self
     }
 
     /// Adjusts every memory's config after the budget-sized defaults are set.
@@ -64,6 +72,7 @@ impl Tiered {
             counter: history.counter_arc(),
             embedder: self.embedder.clone(),
             generator: self.generator.clone(),
+            enricher: self.enricher.clone(),
         };
         let memory = Memory::open(config, parts).map_err(|e| failed(&e))?;
         let m = Arc::new(Mutex::new(memory));
