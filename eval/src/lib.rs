@@ -392,7 +392,8 @@ pub fn generator(name: &str, models_dir: &Path) -> Result<Arc<dyn strata_core::G
         let config = strata_http::HttpConfig::parse(name).map_err(|e| BadInput(e.to_string()))?;
         return Ok(Arc::new(strata_http::HttpGenerator::new(config)));
     }
-    let g = strata_candle::load_generator(name, models_dir)?;
+    // Loaded on the first prompt the cache does not hold.
+    let g = strata_candle::open_generator(name, models_dir)?;
     Ok(Arc::new(strata_candle::CachedGenerator::open(g, &models_dir.join(".cache"))?))
 }
 

@@ -55,13 +55,7 @@ pub const SMOLLM2_135M: ModelSpec = ModelSpec {
 /// pinned hashes, or a path to any GGUF file of a supported architecture (named by its file
 /// stem).
 pub fn load_generator(name: &str, models_dir: &Path) -> Result<GgufGenerator, ModelError> {
-    let spec = match name {
-        "qwen" | "qwen2.5-coder-0.5b-instruct" => Some(QWEN_CODER_05B),
-        "qwen1.5b" | "qwen2.5-coder-1.5b-instruct" => Some(QWEN_CODER_15B),
-        "smollm2" | "smollm2-135m-instruct" => Some(SMOLLM2_135M),
-        _ => None,
-    };
-    match spec {
+    match spec_of(name) {
         Some(spec) => {
             let dir = models_dir.join(spec.folder);
             crate::verify(&dir, &spec)?;
@@ -69,10 +63,49 @@ pub fn load_generator(name: &str, models_dir: &Path) -> Result<GgufGenerator, Mo
         }
         None => {
             let path = Path::new(name);
-            let id = path.file_stem().map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned());
-            GgufGenerator::load(path, &id)
+            GgufGenerator::load(path, &stem(path, name))
         }
     }
+}
+
+/// As [`load_generator`], but the weights are read (and their hash checked) on the first
+/// request: what is checked now is that the file is there, of the pinned size. Behind a
+/// [`crate::CachedGenerator`], a run whose prompts are all cached never loads the model.
+pub fn open_generator(name: &str, models_dir: &Path) -> Result<crate::LazyGenerator<GgufGenerator>, ModelError> {
+    let id = match spec_of(name) {
+        Some(spec) => {
+            let f = &spec.files[0];
+            let path = models_dir.join(spec.folder).join(f.name);
+            let meta = std::fs::metadata(&path).map_err(|_| ModelError::Missing { path: path.clone() })?;
+            if meta.len() != f.size {
+                return Err(ModelError::WrongSize { path, size: meta.len(), expected: f.size });
+            }
+            spec.folder.to_string()
+        }
+        None => {
+            let path = Path::new(name);
+            if !path.is_file() {
+                return Err(ModelError::Missing { path: path.to_path_buf() });
+            }
+            stem(path, name)
+        }
+    };
+    let (name, models_dir) = (name.to_string(), models_dir.to_path_buf());
+    Ok(crate::LazyGenerator::new(&id, move || load_generator(&name, &models_dir)))
+}
+
+fn spec_of(name: &str) -> Option<ModelSpec> {
+    match name {
+        "qwen" | "qwen2.5-coder-0.5b-instruct" => Some(QWEN_CODER_05B),
+        "qwen1.5b" | "qwen2.5-coder-1.5b-instruct" => Some(QWEN_CODER_15B),
+        "smollm2" | "smollm2-135m-instruct" => Some(SMOLLM2_135M),
+        _ => None,
+    }
+}
+
+/// A GGUF file's model id: its file stem.
+fn stem(path: &Path, name: &str) -> String {
+    path.file_stem().map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned())
 }
 
 /// Prompt tokens per forward pass.

@@ -64,6 +64,10 @@ pub(crate) struct Args {
     /// extractively; summaries are made in the background either way.
     #[arg(long, value_name = "NAME|PATH")]
     summary_model: Option<String>,
+    /// A model that writes notes on each closed session in the background, for recall (the
+    /// same names as --summary-model); weighed by `[tiered] notes` in --config.
+    #[arg(long, value_name = "NAME|PATH")]
+    notes_model: Option<String>,
     /// Counts every budget: o200k, cl100k, or a tokenizer.json (the model's own is exact).
     #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
     tokenizer: String,
@@ -152,7 +156,8 @@ pub(crate) fn run(args: Args) -> Result<String> {
         )?),
     };
     let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
-    let parts = Parts { counter: strata_tokens::from_spec(&args.tokenizer)?, embedder, generator, enricher: None };
+    let enricher = crate::models::generator(args.notes_model.as_deref(), args.models_dir.as_deref())?;
+    let parts = Parts { counter: strata_tokens::from_spec(&args.tokenizer)?, embedder, generator, enricher };
     let db = store.location().to_string();
     strata_server::run(config, store, parts, |addr| {
         #[allow(clippy::print_stderr)]

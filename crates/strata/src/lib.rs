@@ -24,7 +24,7 @@ pub use recall::RecallConfig;
 pub use reembed::reembed;
 pub use tiered::Tiered;
 
-/// Runs background model work (notes) on a pool of threads of its own, one call at a time
+/// Runs background model work (notes, summaries by a model) on a pool of threads of its own, one call at a time
 /// for every memory of the process. Why a pool: a model's calls into rayon would otherwise go
 /// to the caller's pool, whose threads may all be blocked waiting for that very work
 /// (`Memory::settle` inside a parallel evaluation). Why one at a time: a pool thread waiting

@@ -144,16 +144,24 @@ fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
         // A summarizer that panics loses its summary, never the worker: the span stays
         // unsummarised (the registry and the cold store stand for it) and `settle` returns.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            strata_summarize::summarize(
-                &job.turns,
-                None,
-                &[],
-                ctx.generator.as_deref(),
-                None,
-                ctx.counter.as_ref(),
-                job.key.tier,
-                &job.config,
-            )
+            let summarize = || {
+                strata_summarize::summarize(
+                    &job.turns,
+                    None,
+                    &[],
+                    ctx.generator.as_deref(),
+                    None,
+                    ctx.counter.as_ref(),
+                    job.key.tier,
+                    &job.config,
+                )
+            };
+            // A local model's arithmetic goes to the background pool (see `in_background`).
+            if ctx.generator.is_some() {
+                crate::in_background(summarize)
+            } else {
+                summarize()
+            }
         }));
         let summary = match outcome {
             Ok(outcome) => outcome.summary,
