@@ -102,7 +102,10 @@ pub struct LazyGenerator<G> {
 
 impl<G> std::fmt::Debug for LazyGenerator<G> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LazyGenerator").field("model", &self.model_id).field("loaded", &self.model.get().is_some()).finish()
+        f.debug_struct("LazyGenerator")
+            .field("model", &self.model_id)
+            .field("loaded", &self.model.get().is_some())
+            .finish()
     }
 }
 

@@ -29,7 +29,9 @@ mod weights;
 pub use bert::{load_embedder, BertEmbedder, EmbedderConfig, Precision, EMBEDDERS, NOMIC_EMBED_V15};
 pub use cache::CachedEmbedder;
 pub use gencache::{CachedGenerator, LazyGenerator};
-pub use gguf::{load_generator, open_generator, Backend, GgufGenerator, Timing, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M};
+pub use gguf::{
+    load_generator, open_generator, Backend, GgufGenerator, Timing, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M,
+};
 pub use weights::{locate, verify, ModelSpec, MINILM};
 
 use std::path::PathBuf;

@@ -230,13 +230,12 @@ fn open_memory(store: &Store, conversation: Option<String>, tokenizer: &str) -> 
     let db = open_store(&store.db, false)?;
     let conversation = pick_conversation(&db, conversation)?;
     let tiered = tiered_config(store)?;
-    let parts =
-        Parts {
-            counter: strata_tokens::from_spec(tokenizer)?,
-            embedder: embedder(store, &db)?,
-            generator: None,
-            enricher: None,
-        };
+    let parts = Parts {
+        counter: strata_tokens::from_spec(tokenizer)?,
+        embedder: embedder(store, &db)?,
+        generator: None,
+        enricher: None,
+    };
     Ok(Memory::with_store(db, memory_config(&conversation, store, &tiered), parts)?)
 }
 

@@ -77,6 +77,7 @@ pub(crate) fn run_eval<'py>(
         summarizers,
         progress,
         generator: model,
+        notes_model: None,
         limit,
         embedder,
         custom,

@@ -52,8 +52,7 @@ pub struct Note {
 /// content words (of the speaker it starts with, when that is one of the span's speakers);
 /// lines linked to no turn are dropped, and a line the model repeats is kept once.
 pub fn parse_notes(text: &str, turns: &[Turn]) -> Vec<Note> {
-    let speakers: BTreeSet<String> =
-        turns.iter().filter_map(|t| t.speaker.as_deref()).flat_map(words).collect();
+    let speakers: BTreeSet<String> = turns.iter().filter_map(|t| t.speaker.as_deref()).flat_map(words).collect();
     let held: Vec<BTreeSet<String>> = turns.iter().map(|t| words(&t.content).into_iter().collect()).collect();
     // Words that more than half of the span's turns hold place nothing.
     let common = |w: &str| 2 * held.iter().filter(|h| h.contains(w)).count() > turns.len().max(2);
@@ -68,10 +67,11 @@ pub fn parse_notes(text: &str, turns: &[Turn]) -> Vec<Note> {
             .split_once([':', '-'])
             .map(|(head, _)| head.trim().trim_matches('*').trim().to_lowercase())
             .filter(|h| turns.iter().any(|t| t.speaker.as_deref().is_some_and(|s| s.to_lowercase() == *h)));
-        let content: Vec<String> =
-            words(line).into_iter().filter(|w| !speakers.contains(w) && !common(w)).collect();
+        let content: Vec<String> = words(line).into_iter().filter(|w| !speakers.contains(w) && !common(w)).collect();
         let linked: Vec<usize> = (0..turns.len())
-            .filter(|&i| who.as_ref().is_none_or(|w| turns[i].speaker.as_deref().map(str::to_lowercase) == Some(w.clone())))
+            .filter(|&i| {
+                who.as_ref().is_none_or(|w| turns[i].speaker.as_deref().map(str::to_lowercase) == Some(w.clone()))
+            })
             .filter(|&i| content.iter().any(|w| held[i].contains(w)))
             .collect();
         if !linked.is_empty() {

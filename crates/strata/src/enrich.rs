@@ -141,7 +141,12 @@ fn run(generator: &dyn Generator, embedder: &dyn Embedder, rx: Receiver<(usize, 
 }
 
 /// The notes of one span, linked and embedded.
-fn notes(generator: &dyn Generator, embedder: &dyn Embedder, start: usize, turns: &[Turn]) -> Result<SpanNotes, String> {
+fn notes(
+    generator: &dyn Generator,
+    embedder: &dyn Embedder,
+    start: usize,
+    turns: &[Turn],
+) -> Result<SpanNotes, String> {
     let reply = generator.generate(&strata_summarize::notes_request(turns)).map_err(|e| e.to_string())?;
     let lines = strata_summarize::parse_notes(&reply.text, turns);
     let texts: Vec<&str> = lines.iter().map(|n| n.text.as_str()).collect();

@@ -633,7 +633,8 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     let err = Memory::open(config.clone(), with(Arc::new(Reversed))).unwrap_err();
     assert!(err.to_string().contains("written by test-bag-of-words, not test-reversed"), "{err}");
     // Without an embedder the store is still readable, by words.
-    Memory::open(config.clone(), Parts { counter: counter(), embedder: None, generator: None, enricher: None }).unwrap();
+    Memory::open(config.clone(), Parts { counter: counter(), embedder: None, generator: None, enricher: None })
+        .unwrap();
 
     let store = strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap();
     let mut calls = Vec::new();

@@ -34,7 +34,13 @@ impl std::fmt::Debug for Tiered {
 
 impl Tiered {
     pub fn new(embedder: Option<Arc<dyn Embedder>>, generator: Option<Arc<dyn Generator>>) -> Tiered {
-        Tiered { embedder, generator, enricher: None, configure: Box::new(|_| {}), memories: Mutex::new(HashMap::new()) }
+        Tiered {
+            embedder,
+            generator,
+            enricher: None,
+            configure: Box::new(|_| {}),
+            memories: Mutex::new(HashMap::new()),
+        }
     }
 
     /// The model that writes notes on closed sessions for recall (`[tiered] notes`).
