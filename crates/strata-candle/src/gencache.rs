@@ -158,14 +158,17 @@ mod tests {
         }
     }
 
-    #[test]
-    fn answers_are_cached_by_prompt_and_failures_are_not() {
-        let dir = tempfile::tempdir().unwrap();
-        let req = |text: &str| GenerateRequest {
+    fn req(text: &str) -> GenerateRequest {
+        GenerateRequest {
             messages: vec![ChatMessage { role: Role::User, content: text.to_string() }],
             max_tokens: 10,
             deadline: None,
-        };
+        }
+    }
+
+    #[test]
+    fn answers_are_cached_by_prompt_and_failures_are_not() {
+        let dir = tempfile::tempdir().unwrap();
         let g = CachedGenerator::open(Counting(AtomicUsize::new(0)), dir.path()).unwrap();
         assert_eq!(g.generate(&req("a")).unwrap().text, "answer 0");
         assert_eq!(g.generate(&req("a")).unwrap().text, "answer 0");
@@ -181,11 +184,6 @@ mod tests {
     #[test]
     fn a_lazy_model_is_loaded_only_for_a_new_prompt() {
         let dir = tempfile::tempdir().unwrap();
-        let req = |text: &str| GenerateRequest {
-            messages: vec![ChatMessage { role: Role::User, content: text.to_string() }],
-            max_tokens: 10,
-            deadline: None,
-        };
         let lazy = || LazyGenerator::new("counting/1", || Ok(Counting(AtomicUsize::new(0))));
         let first = CachedGenerator::open(lazy(), dir.path()).unwrap();
         assert!(!first.inner.loaded());

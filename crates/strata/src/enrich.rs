@@ -7,10 +7,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use strata_core::{Embedder, Generator, Turn};
+
+use crate::shared::Shared;
 
 /// The notes of one span: each line's vector (unit length) and the turns it links to
 /// (positions in the conversation).
@@ -30,22 +32,10 @@ struct State {
     closing: bool,
 }
 
-#[derive(Debug, Default)]
-struct Shared {
-    state: Mutex<State>,
-    idle: Condvar,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// One thread per memory; spans are written in the order they were sent.
 pub(crate) struct Enricher {
     tx: Option<Sender<(usize, Vec<Turn>)>>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<State>>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -58,7 +48,7 @@ impl std::fmt::Debug for Enricher {
 
 impl Enricher {
     pub(crate) fn start(generator: Arc<dyn Generator>, embedder: Arc<dyn Embedder>) -> Enricher {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::<State>::default());
         let (tx, rx) = mpsc::channel();
         let handle = {
             let shared = shared.clone();
@@ -83,7 +73,7 @@ impl Enricher {
                 let mut s = self.shared.lock();
                 s.pending = 0;
                 s.errors.push(format!("turn {}: the notes thread stopped; recall ranks without notes", turns[0].id));
-                self.shared.idle.notify_all();
+                self.shared.notify();
             }
         }
     }
@@ -99,10 +89,7 @@ impl Enricher {
 
     /// Blocks until every span sent has its notes (or has failed).
     pub(crate) fn settle(&self) {
-        let mut s = self.shared.lock();
-        while s.pending > 0 {
-            s = self.shared.idle.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
+        drop(self.shared.wait_while(|s| s.pending > 0));
     }
 }
 
@@ -116,7 +103,7 @@ impl Drop for Enricher {
     }
 }
 
-fn run(generator: &dyn Generator, embedder: &dyn Embedder, rx: Receiver<(usize, Vec<Turn>)>, shared: &Shared) {
+fn run(generator: &dyn Generator, embedder: &dyn Embedder, rx: Receiver<(usize, Vec<Turn>)>, shared: &Shared<State>) {
     while let Ok((start, turns)) = rx.recv() {
         if shared.lock().closing {
             break;
@@ -133,11 +120,11 @@ fn run(generator: &dyn Generator, embedder: &dyn Embedder, rx: Receiver<(usize, 
             Err(_) => s.errors.push(format!("turn {}: writing notes panicked; recall ranks it without", turns[0].id)),
         }
         s.pending = s.pending.saturating_sub(1);
-        shared.idle.notify_all();
+        shared.notify();
     }
     let mut s = shared.lock();
     s.pending = 0;
-    shared.idle.notify_all();
+    shared.notify();
 }
 
 /// The notes of one span, linked and embedded.

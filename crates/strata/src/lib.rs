@@ -16,6 +16,7 @@ mod phrases;
 mod ranker;
 mod recall;
 mod reembed;
+mod shared;
 mod tiered;
 mod worker;
 

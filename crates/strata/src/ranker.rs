@@ -3,11 +3,13 @@
 //! that building a context only walks a finished ranking and never ranks.
 
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use strata_core::{TokenCounter, Turn};
 use strata_summarize::{Ranking, Salience, SalienceConfig};
+
+use crate::shared::Shared;
 
 #[derive(Debug, Default)]
 struct State {
@@ -22,24 +24,12 @@ struct State {
     closing: bool,
 }
 
-#[derive(Debug, Default)]
-struct Shared {
-    state: Mutex<State>,
-    ranked: Condvar,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// One thread per memory. Turns come in batches; the thread takes every batch waiting, adds
 /// them to the statistics, and ranks once for all of them, so a burst of pushes costs one
 /// ranking, not one each.
 pub(crate) struct Ranker {
     tx: Option<Sender<Vec<(usize, Turn)>>>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<State>>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -52,7 +42,7 @@ impl std::fmt::Debug for Ranker {
 
 impl Ranker {
     pub(crate) fn start(counter: Arc<dyn TokenCounter>, config: SalienceConfig) -> Ranker {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::<State>::default());
         let (tx, rx) = mpsc::channel();
         let handle = {
             let shared = shared.clone();
@@ -74,7 +64,7 @@ impl Ranker {
             if tx.send(turns).is_err() {
                 let mut s = self.shared.lock();
                 s.failed.get_or_insert_with(|| "the salience thread stopped".to_string());
-                self.shared.ranked.notify_all();
+                self.shared.notify();
             }
         }
     }
@@ -96,10 +86,7 @@ impl Ranker {
 
     /// Blocks until the turns sent so far are ranked (or the thread has stopped).
     pub(crate) fn settle(&self) {
-        let mut s = self.shared.lock();
-        while s.failed.is_none() && s.sent > s.ranking.as_ref().map_or(0, |r| r.turns()) {
-            s = self.shared.ranked.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
+        drop(self.shared.wait_while(|s| s.failed.is_none() && s.sent > s.ranking.as_ref().map_or(0, |r| r.turns())));
     }
 }
 
@@ -113,7 +100,7 @@ impl Drop for Ranker {
     }
 }
 
-fn run(counter: &dyn TokenCounter, config: &SalienceConfig, rx: Receiver<Vec<(usize, Turn)>>, shared: &Shared) {
+fn run(counter: &dyn TokenCounter, config: &SalienceConfig, rx: Receiver<Vec<(usize, Turn)>>, shared: &Shared<State>) {
     let mut salience = Salience::for_config(config);
     while let Ok(first) = rx.recv() {
         for batch in std::iter::once(first).chain(rx.try_iter()) {
@@ -134,13 +121,13 @@ fn run(counter: &dyn TokenCounter, config: &SalienceConfig, rx: Receiver<Vec<(us
             Ok(r) => s.ranking = Some(Arc::new(r)),
             Err(_) => {
                 s.failed = Some(format!("ranking the salient sentences of {} turns panicked", salience.turns()));
-                shared.ranked.notify_all();
+                shared.notify();
                 return;
             }
         }
-        shared.ranked.notify_all();
+        shared.notify();
     }
     let mut s = shared.lock();
     s.failed.get_or_insert_with(|| "the salience thread stopped".to_string());
-    shared.ranked.notify_all();
+    shared.notify();
 }

@@ -3,12 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::mpsc::{self, Receiver, Sender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use strata_core::{Generator, Summary, SummaryLevel, Tier, TokenCounter, Turn};
 use strata_store::{MemoryStore, StoredSummary};
 use strata_summarize::SummaryConfig;
+
+use crate::shared::Shared;
 
 /// A span of turns in one tier: positions `start..end`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -37,22 +39,10 @@ struct State {
     closing: bool,
 }
 
-#[derive(Debug, Default)]
-struct Shared {
-    state: Mutex<State>,
-    idle: Condvar,
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-}
-
 /// One thread per memory; jobs run in the order they were queued.
 pub(crate) struct Worker {
     tx: Option<Sender<Job>>,
-    shared: Arc<Shared>,
+    shared: Arc<Shared<State>>,
     handle: Option<JoinHandle<()>>,
 }
 
@@ -73,7 +63,7 @@ pub(crate) struct Context {
 impl Worker {
     /// Starts the worker, knowing the spans already summarised (read back from the store).
     pub(crate) fn start(ctx: Context, done: BTreeSet<SpanKey>) -> Worker {
-        let shared = Arc::new(Shared::default());
+        let shared = Arc::new(Shared::<State>::default());
         shared.lock().done = done;
         let (tx, rx) = mpsc::channel();
         let handle = {
@@ -118,10 +108,7 @@ impl Worker {
 
     /// Blocks until every queued job has finished.
     pub(crate) fn settle(&self) {
-        let mut s = self.shared.lock();
-        while !s.pending.is_empty() {
-            s = self.shared.idle.wait(s).unwrap_or_else(|p| p.into_inner());
-        }
+        drop(self.shared.wait_while(|s| !s.pending.is_empty()));
     }
 }
 
@@ -136,7 +123,7 @@ impl Drop for Worker {
     }
 }
 
-fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
+fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared<State>) {
     while let Ok(job) = rx.recv() {
         if shared.lock().closing {
             break;
@@ -169,7 +156,7 @@ fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
                 let mut s = shared.lock();
                 s.errors.push(format!("the summarizer panicked on positions {}..{}", job.key.start, job.key.end));
                 s.pending.remove(&job.key);
-                shared.idle.notify_all();
+                shared.notify();
                 continue;
             }
         };
@@ -189,11 +176,11 @@ fn run(ctx: Context, rx: Receiver<Job>, shared: &Shared) {
         s.done.insert(job.key);
         s.fresh.push((job.key, summary));
         s.pending.remove(&job.key);
-        shared.idle.notify_all();
+        shared.notify();
     }
     let mut s = shared.lock();
     s.pending.clear();
-    shared.idle.notify_all();
+    shared.notify();
 }
 
 /// Reads stored summaries back into the worker's map; unknown levels are skipped.
