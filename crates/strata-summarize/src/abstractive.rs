@@ -56,12 +56,7 @@ pub fn request(turns: &[Turn], previous: Option<&str>, config: &SummaryConfig) -
         data.push_str(p);
         data.push_str("\n</previous_summary>\n");
     }
-    data.push_str("<transcript>\n");
-    for t in turns {
-        let who = t.speaker.as_deref().unwrap_or(t.role.as_str());
-        data.push_str(&format!("{who}: {}\n", t.content.replace("</transcript>", "</ transcript>")));
-    }
-    data.push_str("</transcript>\n\n");
+    data.push_str(&transcript(turns));
     let fold = if previous.is_some() {
         " Merge the previous summary with the new transcript into one summary; keep what the previous summary says unless the transcript changes it."
     } else {
@@ -84,6 +79,18 @@ pub fn request(turns: &[Turn], previous: Option<&str>, config: &SummaryConfig) -
         max_tokens: config.max_tokens,
         deadline: config.deadline,
     }
+}
+
+/// `turns` as "speaker: text" lines fenced in `<transcript>`, followed by a blank line; a turn
+/// cannot close the fence. Every prompt that hands a model a transcript writes it so.
+pub(crate) fn transcript(turns: &[Turn]) -> String {
+    let mut data = String::from("<transcript>\n");
+    for t in turns {
+        let who = t.speaker.as_deref().unwrap_or(t.role.as_str());
+        data.push_str(&format!("{who}: {}\n", t.content.replace("</transcript>", "</ transcript>")));
+    }
+    data.push_str("</transcript>\n\n");
+    data
 }
 
 /// Summarises `turns` (folding in `previous`, when given). The generator's text is used only

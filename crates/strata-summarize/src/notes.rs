@@ -20,12 +20,7 @@ pub const NOTES_MAX_TOKENS: usize = 256;
 
 /// The span's transcript (fenced as data) and the instruction after it.
 pub fn notes_request(turns: &[Turn]) -> GenerateRequest {
-    let mut data = String::from("<transcript>\n");
-    for t in turns {
-        let who = t.speaker.as_deref().unwrap_or(t.role.as_str());
-        data.push_str(&format!("{who}: {}\n", t.content.replace("</transcript>", "</ transcript>")));
-    }
-    data.push_str("</transcript>\n\n");
+    let mut data = crate::abstractive::transcript(turns);
     data.push_str(
         "List the facts this conversation tells about each speaker: people, places, activities, events, \
          possessions, plans, feelings. One short line per fact, each starting with the speaker's name. The \

@@ -25,8 +25,8 @@ pub use recall::RecallConfig;
 pub use reembed::reembed;
 pub use tiered::Tiered;
 
-/// Runs background model work (notes, summaries by a model) on a pool of threads of its own, one call at a time
-/// for every memory of the process. Why a pool: a model's calls into rayon would otherwise go
+/// Runs background model work (notes, summaries by a model) on a pool of threads of its own,
+/// one call at a time for every memory of the process. Why a pool: a model's calls into rayon would otherwise go
 /// to the caller's pool, whose threads may all be blocked waiting for that very work
 /// (`Memory::settle` inside a parallel evaluation). Why one at a time: a pool thread waiting
 /// inside a model's parallel loop steals queued jobs, and a second call would then wait on
