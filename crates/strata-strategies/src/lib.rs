@@ -86,6 +86,9 @@ pub struct TieredConfig {
     /// Each word's IDF to this power before a sentence sums them: above 1, a word used once
     /// outweighs several merely uncommon ones.
     pub rarity_exponent: f64,
+    /// How much a word holding a digit is weighed by the rarity of its shape (digits as `0`,
+    /// letters as `a`: "57.7" is `0.0`) rather than its own: 0 uses its own IDF, 1 its shape's.
+    pub shapes: f64,
     /// With a question: a burst (one speaker's messages in a row within a session, at most
     /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
     /// whole. 0 treats every message alone.
@@ -117,6 +120,7 @@ impl Default for TieredConfig {
             asides: s.asides,
             names: s.names,
             rarity_exponent: s.rarity_exponent,
+            shapes: s.shapes,
             burst_tokens: 200,
             phrases: 0.0,
             notes: 0.0,
@@ -136,6 +140,7 @@ impl TieredConfig {
             asides: self.asides,
             names: self.names,
             rarity_exponent: self.rarity_exponent,
+            shapes: self.shapes,
         }
     }
 
@@ -145,7 +150,7 @@ impl TieredConfig {
                 return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
             }
         }
-        for (name, v) in [("redundancy", self.redundancy), ("background", self.background)] {
+        for (name, v) in [("redundancy", self.redundancy), ("background", self.background), ("shapes", self.shapes)] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
             }

@@ -143,6 +143,14 @@ pub struct SalienceConfig {
     /// is; above 1 a word used once outweighs several merely uncommon ones, so a sentence
     /// that states a one-off value outranks one made of uncommon topic words.
     pub rarity_exponent: f64,
+    /// How much a word holding a digit is weighed by how rare its *shape* is rather than the
+    /// word itself: the IDF used is `idf(word)^(1 - shapes) * idf(shape)^shapes`, where a
+    /// shape writes every run of digits as `0` and every run of letters as `a` ("57.7" and
+    /// "12.5" are both `0.0`, "OPS-3254" is `a-0`). A number is nearly always said once, so
+    /// its own IDF is always the highest; where numbers of its shape are everywhere (a table
+    /// of readings in every other turn) that tells little, and its shape says so. 0 ignores
+    /// shapes.
+    pub shapes: f64,
 }
 
 impl Default for SalienceConfig {
@@ -157,6 +165,7 @@ impl Default for SalienceConfig {
             asides: true,
             names: 3.0,
             rarity_exponent: 3.0,
+            shapes: 0.0,
         }
     }
 }
@@ -194,6 +203,9 @@ pub struct Salience {
     /// By word id: how often it was used, and how often written as a name.
     uses: Vec<u32>,
     named: Vec<u32>,
+    /// By word id: for a word holding a digit, the id of its shape (interned as a word of
+    /// its own, never a candidate's word), whose document frequency is counted beside it.
+    shape: Vec<Option<u32>>,
     sentences: u32,
     candidates: Vec<Candidate>,
     /// By turn index, for every turn added.
@@ -284,6 +296,7 @@ impl Salience {
             df: Vec::new(),
             uses: Vec::new(),
             named: Vec::new(),
+            shape: Vec::new(),
             sentences: 0,
             candidates: Vec::new(),
             meta: Vec::new(),
@@ -339,8 +352,17 @@ impl Salience {
             distinct.sort_unstable();
             distinct.dedup();
             self.sentences += 1;
+            let mut shapes: Vec<u32> = Vec::new();
             for &w in &distinct {
                 self.df[w as usize] += 1;
+                if let Some(shape) = self.shape[w as usize] {
+                    shapes.push(shape);
+                }
+            }
+            shapes.sort_unstable();
+            shapes.dedup();
+            for shape in shapes {
+                self.df[shape as usize] += 1;
             }
             if !pinned {
                 self.candidates.push(Candidate {
@@ -364,6 +386,12 @@ impl Salience {
         self.df.push(0);
         self.uses.push(0);
         self.named.push(0);
+        self.shape.push(None);
+        // A shape is written with a leading space, which no word holds, so the two never meet.
+        if !w.starts_with(' ') && w.chars().any(|c| c.is_ascii_digit()) {
+            let shape = self.intern(&shape_of(w));
+            self.shape[id as usize] = Some(shape);
+        }
         id
     }
 
@@ -384,9 +412,15 @@ impl Salience {
         // the tokenizer once per word, ever).
         let n = self.sentences.max(1) as f32;
         let b = config.background as f32;
+        let shapes = config.shapes as f32;
+        let idf_of = |w: usize| (n / self.df[w].max(1) as f32).ln().max(0.0);
         let weight: Vec<f32> = (0..self.words.len())
             .map(|w| {
-                let mut idf = (n / self.df[w].max(1) as f32).ln().max(0.0).powf(config.rarity_exponent as f32);
+                let mut idf = idf_of(w);
+                if let (Some(shape), true) = (self.shape[w], shapes > 0.0) {
+                    idf = idf.powf(1.0 - shapes) * idf_of(shape as usize).powf(shapes);
+                }
+                let mut idf = idf.powf(config.rarity_exponent as f32);
                 if config.names > 0.0 {
                     idf *= 1.0 + config.names as f32 * self.named[w] as f32 / self.uses[w].max(1) as f32;
                 }
@@ -560,6 +594,27 @@ impl Ranking {
             kept.pop();
         }
     }
+}
+
+/// A word's shape: every run of digits as `0`, every run of letters as `a`, anything else as
+/// it is, after a space (see [`SalienceConfig::shapes`]).
+fn shape_of(word: &str) -> String {
+    let mut out = String::from(" ");
+    let mut last = None;
+    for c in word.chars() {
+        let class = if c.is_ascii_digit() {
+            '0'
+        } else if c.is_alphabetic() {
+            'a'
+        } else {
+            c
+        };
+        if last != Some(class) || !matches!(class, '0' | 'a') {
+            out.push(class);
+        }
+        last = Some(class);
+    }
+    out
 }
 
 fn speaker(turn: &Turn) -> String {
@@ -826,5 +881,28 @@ mod tests {
         };
         assert_eq!(first(1.0), "harbour ferry lighthouse pier");
         assert_eq!(first(3.0), "dashboard looked fine, quokka");
+    }
+
+    #[test]
+    fn shapes_tell_a_reading_among_many_from_a_value_of_its_own_kind() {
+        assert_eq!(super::shape_of("57.7"), " 0.0");
+        assert_eq!(super::shape_of("ops-3254"), " a-0");
+        assert_eq!(super::shape_of("s3://a/b_v14.parquet"), " a0://a/a_a0.a");
+        // Every turn reports two readings of the form 0.0, new numbers each time; one turn
+        // gives two quotas, numbers of a shape said nowhere else, in a sentence a word
+        // longer. By the words alone every number is said once, and the shorter sentences
+        // win; by their shapes, the quotas are the rarer.
+        let mut turns = conversation();
+        for (i, t) in turns.iter_mut().enumerate() {
+            t.content = format!("latency {}.{} {}.{}", 40 + i, i % 7, 140 + i, i % 3);
+        }
+        turns[30].content = "the latency 12k/day 9k/day".to_string();
+        let rank_of = |shapes: f64, turn: usize| {
+            let config = SalienceConfig { shapes, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
+            let ranking = salience(&turns).rank(0..turns.len(), &Tiktoken::o200k(), &config);
+            ranking.items.iter().position(|r| r.turn == turn).unwrap()
+        };
+        assert!(rank_of(0.0, 30) > 0, "without shapes, the readings come first");
+        assert_eq!(rank_of(1.0, 30), 0, "with shapes, the quotas come first");
     }
 }
