@@ -1,4 +1,4 @@
-//! Phrasing families: the same kinds of planted fact as the committed set, written as four
+//! Phrasing families: the same kinds of planted fact as the committed set, written as five
 //! other people would write them, so that a score can be split into the families a mechanism
 //! was tuned on (`probes-dev`) and one it never saw (`probes-heldout`).
 //!
@@ -28,10 +28,13 @@ pub enum Family {
     /// An analyst working through notebooks with an assistant: markdown tables, YAML
     /// configs, bullet lists of options, results pasted from cells.
     Lab,
+    /// A support engineer working a customer queue with an assistant: quoted customer
+    /// emails, ticket fields, JSON from an admin API, server log lines, Windows paths.
+    Desk,
 }
 
 impl Family {
-    pub const ALL: [Family; 4] = [Family::Chat, Family::Memo, Family::Agent, Family::Lab];
+    pub const ALL: [Family; 5] = [Family::Chat, Family::Memo, Family::Agent, Family::Lab, Family::Desk];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -39,6 +42,7 @@ impl Family {
             Family::Memo => "memo",
             Family::Agent => "agent",
             Family::Lab => "lab",
+            Family::Desk => "desk",
         }
     }
 
@@ -52,16 +56,19 @@ impl Family {
             Family::Memo => "morgan",
             Family::Agent => "sam",
             Family::Lab => "noor",
+            Family::Desk => "ines",
         }
     }
 }
 
-/// The families mechanisms may be tuned on: the committed set's (`seed`) and these three.
+/// The families mechanisms may be tuned on: the committed set's (`seed`) and these four.
 /// `agent` was the held-out family until its score had been read for three decisions; it
-/// joined these then, and `lab`, written afterwards, took its place.
-pub const DEV_FAMILIES: &[Family] = &[Family::Chat, Family::Memo, Family::Agent];
+/// joined these then, and `lab`, written afterwards, took its place. `lab` in turn joined
+/// them after its score had been read for the decisions of four sessions, and `desk`,
+/// written before anyone read `lab`'s misses, took its place.
+pub const DEV_FAMILIES: &[Family] = &[Family::Chat, Family::Memo, Family::Agent, Family::Lab];
 /// The family nobody tunes on: read its score, never its misses.
-pub const HELDOUT_FAMILY: Family = Family::Lab;
+pub const HELDOUT_FAMILY: Family = Family::Desk;
 
 /// The development suite's file (seed 7; `seed`'s conversations are the committed set's).
 pub const PROBES_DEV_FILE: &str = "datasets/probes/probes-dev.jsonl";
@@ -111,6 +118,7 @@ impl Values<'_> {
                 let noun = *r.pick(&["heron", "comet", "fjord", "lantern", "otter", "quartz", "tundra", "willow"]);
                 format!("{adjective}-{noun}-{}", r.range(10, 999))
             }),
+            Family::Desk => self.fresh(|r| format!("INC{:07}", r.range(10_000, 999_999))),
         }
     }
 
@@ -123,6 +131,7 @@ impl Values<'_> {
             }),
             Family::Agent => self.fresh(|r| format!("${},{:03}/month", r.range(1, 9), r.range(1, 99) * 10)),
             Family::Lab => self.fresh(|r| format!("{} GPU-hours", r.range(12, 960) * 25)),
+            Family::Desk => self.fresh(|r| format!("£{}.{:02}", r.range(40, 2400), r.range(0, 99))),
         }
     }
 
@@ -151,6 +160,7 @@ impl Values<'_> {
                 let month = *r.pick(&["Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]);
                 format!("{month} {}", r.range(1, 28))
             }),
+            Family::Desk => self.fresh(|r| format!("{:02}/{:02}/2027", r.range(1, 28), r.range(1, 12))),
         }
     }
 
@@ -184,6 +194,13 @@ impl Values<'_> {
                     r.range(2, 40)
                 )
             }),
+            Family::Desk => self.fresh(move |r| {
+                format!(
+                    "C:\\ProgramData\\Vantage\\{svc}\\logs\\{}-{}.log",
+                    r.pick(&["agent", "sync", "updater", "connector"]),
+                    r.range(2, 60)
+                )
+            }),
         }
     }
 
@@ -211,6 +228,14 @@ impl Values<'_> {
                     r.range(1, 99)
                 )
             }),
+            Family::Desk => self.fresh(move |r| {
+                format!(
+                    "vantagectl tenant {} --tenant {svc}-{} --region {}",
+                    r.pick(&["reset-cache", "resync", "reindex", "unlock"]),
+                    r.range(100, 999),
+                    r.pick(&["eu1", "us2", "ap3"])
+                )
+            }),
         }
     }
 
@@ -220,6 +245,7 @@ impl Values<'_> {
             Family::Memo => self.fresh(|r| format!("{} days", r.range(31, 730))),
             Family::Agent => self.fresh(|r| format!("{} connections", r.range(8, 250))),
             Family::Lab => self.fresh(|r| format!("{}.{} GB", r.range(2, 79), r.range(1, 9))),
+            Family::Desk => self.fresh(|r| format!("{} seats", r.range(5, 500))),
         }
     }
 }
@@ -396,17 +422,44 @@ fn lab_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
     }
 }
 
+fn desk_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
+    let a = *rng.pick(topic.terms);
+    let b = *rng.pick(topic.terms);
+    let who = *rng.pick(NAMES);
+    let n = rng.range(2, 48);
+    if role == Role::User {
+        match rng.below(6) {
+            0 => format!("customer is chasing again re {a}, can you draft a holding reply?"),
+            1 => format!("queue is at {n} this morning, mostly {b} stuff"),
+            2 => format!("escalating the {a} one to tier 2, they can't get past the login page"),
+            3 => format!("they say {b} broke after the update. can't repro on our side"),
+            4 => format!("{who} is covering the queue until noon, ping them for anything on {a}"),
+            _ => format!("> Hello, any news on {b}? It has been {n} hours.\nsame customer as yesterday"),
+        }
+    } else {
+        match rng.below(6) {
+            0 => format!("Draft: \"Hi, thanks for your patience. We are still looking into {a} and will update you within {n} hours.\""),
+            1 => format!("The status page shows nothing about {b} today, so it is likely local to their tenant."),
+            2 => format!("Sounds like the known {a} issue; the KB article on {b} covers the workaround."),
+            3 => format!("I would ask them for a screenshot of the {b} settings before escalating."),
+            4 => format!("Tier 2 already has {n} tickets about {a}; I linked this one to the cluster."),
+            _ => format!("Ticket fields:\nPriority: P{}\nProduct: {}\nCategory: {a}\nAssignee: {who}", n % 4 + 1, topic.service),
+        }
+    }
+}
+
 fn filler(family: Family, rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
     match family {
         Family::Chat => chat_filler(rng, topic, role),
         Family::Memo => memo_filler(rng, topic, role),
         Family::Agent => agent_filler(rng, topic, role),
         Family::Lab => lab_filler(rng, topic, role),
+        Family::Desk => desk_filler(rng, topic, role),
     }
 }
 
 fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant {
-    use Family::{Agent, Chat, Lab, Memo};
+    use Family::{Agent, Chat, Desk, Lab, Memo};
     use Role::{Assistant as A, User as U};
     let svc = topic.service;
     let project = topic.project;
@@ -594,6 +647,63 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                 distractors: vec![format!("`{d}` was the old invocation, before the params changed.")],
             }
         }
+        ("incident", Desk) => {
+            let (x, d) = (v.incident_in(family), v.incident_in(family));
+            one(
+                U,
+                format!("customer replied:\n> Hi, we still see the sync failures on {svc}. Our internal reference is {x}, please quote it in every reply.\n> Thanks, Priya"),
+                vec![probe("incident", format!("What internal reference did the customer give for the {svc} sync failures?"), &x, vec![0])],
+                vec![format!("{d} was their reference for last month's outage, already closed")],
+            )
+        }
+        ("budget", Desk) => {
+            let (x, d) = (v.money_in(family), v.money_in(family));
+            one(
+                A,
+                format!("Billing approved it: the customer gets a goodwill credit of {x} on the next invoice for the {project} downtime."),
+                vec![probe("budget", format!("What goodwill credit was approved for the {project} downtime?"), &x, vec![0])],
+                vec![format!("They had asked for {d} at first.")],
+            )
+        }
+        ("path", Desk) => {
+            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
+            Plant {
+                turns: vec![
+                    (A, format!("Can you get the {svc} agent log from them? It is somewhere under ProgramData.")),
+                    (U, format!("got it, they sent {x}, attached to the ticket")),
+                ],
+                gap: 0,
+                probes: vec![probe("path", format!("Which log file did the customer send for {svc}?"), &x, vec![0, 1])],
+                distractors: vec![format!("{d} is the installer log, not useful here")],
+            }
+        }
+        ("command", Desk) => {
+            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
+            one(
+                A,
+                format!("Escalation note:\n```\nProduct: {svc}\nImpact: users cannot save\nWorkaround: {x}\nOwner: tier 2\n```"),
+                vec![probe("command", format!("What workaround is in the escalation note for {svc}?"), &x, vec![0])],
+                vec![format!("`{d}` only works on the old cluster.")],
+            )
+        }
+        ("date", Desk) => {
+            let (x, d) = (v.date_in(family), v.date_in(family));
+            one(
+                A,
+                format!("The admin API says:\n```json\n{{\"tenant\": \"{svc}\", \"plan\": \"enterprise\", \"renewal_date\": \"{x}\"}}\n```"),
+                vec![probe("date", format!("When is the {svc} tenant up for renewal?"), &x, vec![0])],
+                vec![format!("their trial ended {d}")],
+            )
+        }
+        ("assistant-fact", Desk) => {
+            let (x, d) = (v.limit_in(family), v.limit_in(family));
+            one(
+                A,
+                format!("Found it in the server log:\n```\nWARN quota: tenant {svc} capped at {x} by plan\n```\nSo new users are refused once they reach the cap."),
+                vec![probe("assistant-fact", format!("At how many seats is the {svc} tenant capped?"), &x, vec![0])],
+                vec![format!("The old plan allowed {d}.")],
+            )
+        }
         ("decision", _) => {
             let (what, (options, reasons)) = v.unused(CHOICES);
             let mut idx: Vec<usize> = (0..options.len()).collect();
@@ -634,12 +744,19 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                     format!("What speaks for {choice} as the {what}?"),
                     vec![0, 1],
                 ),
+                Desk => (
+                    vec![(U, format!("call with the account manager done. the clincher was that {reason}, so {choice} it is for the {what}"))],
+                    format!("Which {what} was agreed with the account manager?"),
+                    format!("What was the clincher for {choice}?"),
+                    vec![0],
+                ),
             };
             let distractor = match family {
                 Chat => format!("{other} was tempting for the {what} tbh, {other_reason}"),
                 Memo => format!("{other} was also considered for the {what}, on the grounds that {other_reason}."),
                 Agent => format!("Note that {other} would also work as the {what}; {other_reason}."),
                 Lab => format!("someone on the team still argues for {other} as the {what}"),
+                Desk => format!("{other} came up on the call too, since {other_reason}"),
             };
             Plant {
                 turns,
@@ -677,6 +794,11 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                     format!("note for both of us: for {aspect} I want {mine}, every time"),
                     format!("What do I want for {aspect}?"),
                     format!("{who}'s team does {theirs} for {aspect}, not our problem."),
+                ),
+                Desk => (
+                    format!("house rule on my queue: {aspect} means {mine}, no exceptions"),
+                    format!("What is my house rule for {aspect}?"),
+                    format!("{who} runs {aspect} as {theirs} on the night shift."),
                 ),
             };
             one(U, text, vec![probe("preference", q, mine, vec![0])], vec![d])
@@ -792,9 +914,14 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                     format!("Re-tuned after the dry run: the {setting} for {svc} is {new} now; {old} ran out of headroom."),
                     format!("What is the current {setting} for the {svc} job?"),
                 ),
+                Desk => (
+                    format!("customer says their {setting} on {svc} is {old}"),
+                    format!("Correction from the customer's admin: the {setting} on {svc} is {new}. The {old} figure was from their staging tenant."),
+                    format!("What is the {setting} on {svc} according to the customer's admin?"),
+                ),
             };
             Plant {
-                turns: vec![(U, first), (if matches!(family, Agent | Lab) { A } else { U }, correction)],
+                turns: vec![(U, first), (if matches!(family, Agent | Lab | Desk) { A } else { U }, correction)],
                 gap: 6,
                 probes: vec![probe("superseded", q, new, vec![1])],
                 distractors: Vec::new(),

@@ -22,7 +22,7 @@ pub use families::{
 };
 pub use paraphrase::{paraphrase, ParaphraseStats, Refusal, PARAPHRASE_PROMPT};
 
-/// Conversations per family in the development suite (two families).
+/// Conversations per family in the development suite.
 const DEV_CONVERSATIONS: usize = 8;
 /// Conversations in the held-out suite.
 const HELDOUT_CONVERSATIONS: usize = 12;
