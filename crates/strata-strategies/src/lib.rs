@@ -89,6 +89,10 @@ pub struct TieredConfig {
     /// How much a word holding a digit is weighed by the rarity of its shape (digits as `0`,
     /// letters as `a`: "57.7" is `0.0`) rather than its own: 0 uses its own IDF, 1 its shape's.
     pub shapes: f64,
+    /// How much a sentence made by a template (its skeleton of words as `a`, numbers as their
+    /// shapes and punctuation, shared with other sentences: a table row, a log line) loses: its
+    /// score times `(idf(skeleton) / ln(sentences))^templates`. 0 ignores skeletons.
+    pub templates: f64,
     /// With a question: a burst (one speaker's messages in a row within a session, at most
     /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
     /// whole. 0 treats every message alone.
@@ -121,6 +125,7 @@ impl Default for TieredConfig {
             names: s.names,
             rarity_exponent: s.rarity_exponent,
             shapes: s.shapes,
+            templates: s.templates,
             burst_tokens: 200,
             phrases: 0.0,
             notes: 0.0,
@@ -141,6 +146,7 @@ impl TieredConfig {
             names: self.names,
             rarity_exponent: self.rarity_exponent,
             shapes: self.shapes,
+            templates: self.templates,
         }
     }
 
@@ -154,6 +160,9 @@ impl TieredConfig {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
             }
+        }
+        if !(0.0..=8.0).contains(&self.templates) {
+            return Err(format!("tiered: `templates` must be between 0 and 8, not {}", self.templates));
         }
         if !(0.0..=4.0).contains(&self.phrases) {
             return Err(format!("tiered: `phrases` must be between 0 and 4, not {}", self.phrases));

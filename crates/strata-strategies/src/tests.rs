@@ -386,6 +386,7 @@ fn settings_list_every_knob_and_read_back_as_the_same_config() {
         names = 3.0
         rarity_exponent = 3.0
         shapes = 0.0
+        templates = 0.0
         burst_tokens = 200
         phrases = 0.0
         notes = 0.0"#]]

@@ -12,8 +12,11 @@
 //! tells without a word list. Optionally (`background`, off by default: it helps chat and costs
 //! technical sessions) each word's IDF is weighed by how rare the word is outside the conversation,
 //! which the tokenizer knows without a word list: a word said once here but common everywhere
-//! ("awesome") tells less than one rare everywhere ("pottery"); and long sentences may compete
-//! clause by clause (`clause_words`). Sentences are packed greedily into an allowance; a sentence's
+//! ("awesome") tells less than one rare everywhere ("pottery"); long sentences may compete
+//! clause by clause (`clause_words`); and two statistics of form, also off by default, discount
+//! numbers, which are nearly always said once: a number weighed by the rarity of its shape
+//! (`shapes`), a sentence holding one by the rarity of its skeleton (`templates`: a table row
+//! repeated with new readings). Sentences are packed greedily into an allowance; a sentence's
 //! score is discounted by the share of its information already carried by sentences kept before it
 //! (`redundancy`), so the pack does not spend its budget on one fact said five ways. Kept sentences
 //! are shown in conversation order, one line per turn after its speaker, with a date line opening
@@ -151,6 +154,15 @@ pub struct SalienceConfig {
     /// of readings in every other turn) that tells little, and its shape says so. 0 ignores
     /// shapes.
     pub shapes: f64,
+    /// How much a sentence made by a template loses: its score is multiplied by
+    /// `(idf(skeleton) / ln(sentences))^templates`, where the skeleton writes each word as `a`
+    /// (a run of them as one), each word holding a digit as its shape, and keeps punctuation
+    /// ("| landing page | 57.7 | 56.7 |" is `| a | 0.0 | 0.0 |`). A table row, a log line or a
+    /// status report repeated with new values shares its skeleton with its siblings; a
+    /// sentence someone wrote once almost never does. Only sentences holding a number are
+    /// discounted: a template's other words recur, so their own IDF already tells, while each
+    /// new number in it is said once and looks as rare as a planted value. 0 ignores skeletons.
+    pub templates: f64,
 }
 
 impl Default for SalienceConfig {
@@ -166,6 +178,7 @@ impl Default for SalienceConfig {
             names: 3.0,
             rarity_exponent: 3.0,
             shapes: 0.0,
+            templates: 0.0,
         }
     }
 }
@@ -181,6 +194,8 @@ struct Candidate {
     words: Vec<u32>,
     /// All words, for the length.
     length: usize,
+    /// Its skeleton's id (see [`SalienceConfig::templates`]), counted in [`Salience::df`].
+    skeleton: u32,
 }
 
 /// What a kept sentence's turn adds to the block besides the sentence: its speaker, and the
@@ -364,6 +379,8 @@ impl Salience {
             for shape in shapes {
                 self.df[shape as usize] += 1;
             }
+            let skeleton = self.intern(&skeleton_of(&text));
+            self.df[skeleton as usize] += 1;
             if !pinned {
                 self.candidates.push(Candidate {
                     turn: index,
@@ -371,6 +388,7 @@ impl Salience {
                     text: Arc::from(text),
                     words: distinct,
                     length: all,
+                    skeleton,
                 });
             }
         }
@@ -387,7 +405,8 @@ impl Salience {
         self.uses.push(0);
         self.named.push(0);
         self.shape.push(None);
-        // A shape is written with a leading space, which no word holds, so the two never meet.
+        // Shapes and skeletons are written with a leading space, which no word holds, so they
+        // never meet a word.
         if !w.starts_with(' ') && w.chars().any(|c| c.is_ascii_digit()) {
             let shape = self.intern(&shape_of(w));
             self.shape[id as usize] = Some(shape);
@@ -439,10 +458,18 @@ impl Salience {
             .collect();
         let total: Vec<f32> =
             pool.iter().map(|&i| self.candidates[i].words.iter().map(|&w| weight[w as usize]).sum()).collect();
+        let ln_n = n.ln().max(f32::EPSILON);
         let base: Vec<f32> = pool
             .iter()
             .zip(&total)
-            .map(|(&i, t)| t / (self.candidates[i].length.max(1) as f32).powf(config.length_exponent as f32))
+            .map(|(&i, t)| {
+                let c = &self.candidates[i];
+                let mut score = t / (c.length.max(1) as f32).powf(config.length_exponent as f32);
+                if config.templates > 0.0 && c.words.iter().any(|&w| self.shape[w as usize].is_some()) {
+                    score *= (idf_of(c.skeleton as usize) / ln_n).clamp(0.0, 1.0).powf(config.templates as f32);
+                }
+                score
+            })
             .collect();
         let mut heap: BinaryHeap<(Score, usize)> = base.iter().enumerate().map(|(k, &s)| (Score(s), k)).collect();
         let mut covered = vec![false; self.words.len()];
@@ -594,6 +621,45 @@ impl Ranking {
             kept.pop();
         }
     }
+}
+
+/// A sentence's skeleton: each whitespace-separated word as `a` (a run of them as one), a word
+/// holding a digit as its shape, anything without a letter or digit as it is, after two spaces
+/// (see [`SalienceConfig::templates`]).
+fn skeleton_of(sentence: &str) -> String {
+    let mut out = String::from("  ");
+    let mut last_word = false;
+    for raw in sentence.split_whitespace() {
+        let core = raw.trim_matches(|c: char| !c.is_alphanumeric());
+        let (lead, trail) = match raw.find(core) {
+            Some(at) if !core.is_empty() => (&raw[..at], &raw[at + core.len()..]),
+            _ => (raw, ""),
+        };
+        let word = if core.is_empty() {
+            None
+        } else if core.chars().any(|c| c.is_ascii_digit()) {
+            Some(shape_of(&core.to_lowercase())[1..].to_string())
+        } else {
+            Some("a".to_string())
+        };
+        if !lead.is_empty() {
+            out.push_str(lead);
+            out.push(' ');
+            last_word = false;
+        }
+        if let Some(word) = word {
+            if !(word == "a" && last_word && lead.is_empty()) {
+                out.push_str(&word);
+                out.push(' ');
+            }
+            last_word = word == "a" && trail.is_empty();
+        }
+        if !trail.is_empty() {
+            out.push_str(trail);
+            out.push(' ');
+        }
+    }
+    out
 }
 
 /// A word's shape: every run of digits as `0`, every run of letters as `a`, anything else as
@@ -898,11 +964,35 @@ mod tests {
         }
         turns[30].content = "the latency 12k/day 9k/day".to_string();
         let rank_of = |shapes: f64, turn: usize| {
-            let config = SalienceConfig { shapes, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
+            let config =
+                SalienceConfig { shapes, templates: 0.0, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
             let ranking = salience(&turns).rank(0..turns.len(), &Tiktoken::o200k(), &config);
             ranking.items.iter().position(|r| r.turn == turn).unwrap()
         };
         assert!(rank_of(0.0, 30) > 0, "without shapes, the readings come first");
         assert_eq!(rank_of(1.0, 30), 0, "with shapes, the quotas come first");
+    }
+
+    #[test]
+    fn a_sentence_made_by_a_template_yields_to_one_written_once() {
+        assert_eq!(super::skeleton_of("| landing page | 57.7 | 56.7 |"), "  | a | 0.0 | 0.0 | ");
+        assert_eq!(super::skeleton_of("| crash rate | 4.2 | 3.9 |"), super::skeleton_of("| errors | 41.3 | 40.3 |"));
+        assert_eq!(super::skeleton_of("Re-ran the cell."), "  a . ");
+        // A table row of two new readings in every other turn, and one sentence, written once,
+        // stating a value among words used elsewhere. The rows' numbers are each said once,
+        // as the value is, and the rows are shorter; as a template's output they yield.
+        let mut turns = conversation();
+        for (i, t) in turns.iter_mut().enumerate().filter(|(i, _)| i % 2 == 1) {
+            t.content = format!("| p99 latency | {}.{} | {}.{} |", 40 + i, i % 7, 140 + i, i % 3);
+        }
+        turns[30].content = "the dashboard looked fine, quota 48".to_string();
+        // Of the rows and the sentence, which comes first.
+        let first = |templates: f64| {
+            let config = SalienceConfig { templates, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
+            let ranking = salience(&turns).rank(0..turns.len(), &Tiktoken::o200k(), &config);
+            ranking.items.iter().find(|r| r.turn % 2 == 1 || r.turn == 30).unwrap().turn
+        };
+        assert_eq!(first(0.0) % 2, 1, "without templates, a row comes first");
+        assert_eq!(first(0.5), 30, "discounting templates, the sentence written once comes first");
     }
 }
