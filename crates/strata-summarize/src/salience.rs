@@ -152,7 +152,8 @@ pub struct SalienceConfig {
     /// "12.5" are both `0.0`, "OPS-3254" is `a-0`). A number is nearly always said once, so
     /// its own IDF is always the highest; where numbers of its shape are everywhere (a table
     /// of readings in every other turn) that tells little, and its shape says so. 0 ignores
-    /// shapes.
+    /// shapes. Shapes are counted where the candidates are made ([`Salience::for_config`]),
+    /// only when this or `templates` is above 0.
     pub shapes: f64,
     /// How much a sentence made by a template loses: its score is multiplied by
     /// `(idf(skeleton) / ln(sentences))^templates`, where the skeleton writes each word as `a`
@@ -162,6 +163,7 @@ pub struct SalienceConfig {
     /// sentence someone wrote once almost never does. Only sentences holding a number are
     /// discounted: a template's other words recur, so their own IDF already tells, while each
     /// new number in it is said once and looks as rare as a planted value. 0 ignores skeletons.
+    /// Skeletons are counted where the candidates are made ([`Salience::for_config`]).
     pub templates: f64,
 }
 
@@ -194,8 +196,9 @@ struct Candidate {
     words: Vec<u32>,
     /// All words, for the length.
     length: usize,
-    /// Its skeleton's id (see [`SalienceConfig::templates`]), counted in [`Salience::df`].
-    skeleton: u32,
+    /// Its skeleton's id (see [`SalienceConfig::templates`]), counted in [`Salience::df`];
+    /// `None` where forms are not counted.
+    skeleton: Option<u32>,
 }
 
 /// What a kept sentence's turn adds to the block besides the sentence: its speaker, and the
@@ -229,6 +232,9 @@ pub struct Salience {
     clause_words: usize,
     /// Bracketed asides at the end of a sentence are candidates of their own.
     asides: bool,
+    /// Shapes and skeletons are counted (`shapes` or `templates` above 0): a string per
+    /// sentence and per number that the default scoring does not read.
+    forms: bool,
     /// What the counter said about candidates, turns and words, kept across rankings: a live
     /// memory ranks again after every turn, from nearly the same candidates.
     memo: Memo,
@@ -317,6 +323,7 @@ impl Salience {
             meta: Vec::new(),
             clause_words: config.clause_words,
             asides: config.asides,
+            forms: config.shapes > 0.0 || config.templates > 0.0,
             memo: Memo::default(),
         }
     }
@@ -379,8 +386,10 @@ impl Salience {
             for shape in shapes {
                 self.df[shape as usize] += 1;
             }
-            let skeleton = self.intern(&skeleton_of(&text));
-            self.df[skeleton as usize] += 1;
+            let skeleton = self.forms.then(|| self.intern(&skeleton_of(&text)));
+            if let Some(skeleton) = skeleton {
+                self.df[skeleton as usize] += 1;
+            }
             if !pinned {
                 self.candidates.push(Candidate {
                     turn: index,
@@ -407,7 +416,7 @@ impl Salience {
         self.shape.push(None);
         // Shapes and skeletons are written with a leading space, which no word holds, so they
         // never meet a word.
-        if !w.starts_with(' ') && w.chars().any(|c| c.is_ascii_digit()) {
+        if self.forms && !w.starts_with(' ') && w.chars().any(|c| c.is_ascii_digit()) {
             let shape = self.intern(&shape_of(w));
             self.shape[id as usize] = Some(shape);
         }
@@ -465,8 +474,10 @@ impl Salience {
             .map(|(&i, t)| {
                 let c = &self.candidates[i];
                 let mut score = t / (c.length.max(1) as f32).powf(config.length_exponent as f32);
-                if config.templates > 0.0 && c.words.iter().any(|&w| self.shape[w as usize].is_some()) {
-                    score *= (idf_of(c.skeleton as usize) / ln_n).clamp(0.0, 1.0).powf(config.templates as f32);
+                if let (Some(skeleton), true) = (c.skeleton, config.templates > 0.0) {
+                    if c.words.iter().any(|&w| self.shape[w as usize].is_some()) {
+                        score *= (idf_of(skeleton as usize) / ln_n).clamp(0.0, 1.0).powf(config.templates as f32);
+                    }
                 }
                 score
             })
@@ -789,7 +800,12 @@ mod tests {
     }
 
     fn salience(turns: &[Turn]) -> Salience {
-        let mut s = Salience::new();
+        counted(turns, &SalienceConfig::default())
+    }
+
+    /// The statistics as `config` has them counted (shapes and skeletons only where it reads them).
+    fn counted(turns: &[Turn], config: &SalienceConfig) -> Salience {
+        let mut s = Salience::for_config(config);
         for (i, t) in turns.iter().enumerate() {
             s.add_turn(i, t);
         }
@@ -966,7 +982,7 @@ mod tests {
         let rank_of = |shapes: f64, turn: usize| {
             let config =
                 SalienceConfig { shapes, templates: 0.0, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
-            let ranking = salience(&turns).rank(0..turns.len(), &Tiktoken::o200k(), &config);
+            let ranking = counted(&turns, &config).rank(0..turns.len(), &Tiktoken::o200k(), &config);
             ranking.items.iter().position(|r| r.turn == turn).unwrap()
         };
         assert!(rank_of(0.0, 30) > 0, "without shapes, the readings come first");
@@ -989,7 +1005,7 @@ mod tests {
         // Of the rows and the sentence, which comes first.
         let first = |templates: f64| {
             let config = SalienceConfig { templates, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
-            let ranking = salience(&turns).rank(0..turns.len(), &Tiktoken::o200k(), &config);
+            let ranking = counted(&turns, &config).rank(0..turns.len(), &Tiktoken::o200k(), &config);
             ranking.items.iter().find(|r| r.turn % 2 == 1 || r.turn == 30).unwrap().turn
         };
         assert_eq!(first(0.0) % 2, 1, "without templates, a row comes first");
