@@ -19,7 +19,7 @@ pub mod summaries;
 /// The strategies a run compares when none are named: the seed baselines, `segments`, and the
 /// tiered memory.
 pub const DEFAULT_STRATEGIES: &[&str] =
-    &["full", "window", "recent-8-summary-12", "summary-buffer", "segments", "tiered"];
+    &["full", "window", "recent-8-summary-12", "summary-buffer", "segments", "specific", "tiered"];
 
 use std::collections::BTreeMap;
 use std::io::Write as _;

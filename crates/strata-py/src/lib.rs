@@ -43,6 +43,8 @@ fn strata_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(strategy::registered_strategies, m)?)?;
     m.add_function(wrap_pyfunction!(eval::run_eval, m)?)?;
     m.add("BUILTIN_STRATEGIES", builtin_strategies())?;
+    // The harness's list, so that `strata.eval` and `strata eval` compare the same by default.
+    m.add("DEFAULT_STRATEGIES", strata_eval::DEFAULT_STRATEGIES.to_vec())?;
     Ok(())
 }
 

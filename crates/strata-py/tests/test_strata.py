@@ -143,7 +143,7 @@ def test_compress_builds_the_cli_s_context(probes, tmp_path):
     c = probes[1]
     path = tmp_path / "one.json"
     path.write_text(json.dumps(c.to_dict()))
-    for strategy in ["window", "segments", "recent-8-summary-12"]:
+    for strategy in ["window", "segments", "recent-8-summary-12", "specific"]:
         ctx = strata.compress(c, strategy=strategy, budget=1000)
         assert ctx.total_tokens <= 1000 and 0 < ctx.token_reduction < 1
         expected = json.loads(cli("compress", path, "--strategy", strategy, "--budget", 1000, "--format", "json"))

@@ -1,5 +1,6 @@
 //! The baseline context strategies, reproducing the seed documents: `full`, `window`,
-//! `recent-8-summary-12` and `summary-buffer`.
+//! `recent-8-summary-12` and `summary-buffer`; `segments`; and `specific`, the prototype the
+//! tiered memory's question-agnostic context is measured against.
 //!
 //! Each is a named implementation of [`strata_core::Strategy`] configured by a plain struct
 //! whose defaults are the seeds' numbers; users override them in a TOML or JSON file with one
@@ -11,6 +12,7 @@ mod full;
 mod recent;
 mod segments;
 pub mod select;
+mod specific;
 mod summary_buffer;
 mod window;
 
@@ -22,11 +24,12 @@ use strata_core::{Generator, Strategy};
 pub use full::Full;
 pub use recent::{RecentSummary, RecentSummaryConfig};
 pub use segments::{Segments, SegmentsConfig};
+pub use specific::Specific;
 pub use summary_buffer::{SummaryBuffer, SummaryBufferConfig};
 pub use window::{Window, WindowConfig};
 
 /// Every strategy this crate provides, by the name users select it with.
-pub const NAMES: &[&str] = &["full", "window", "recent-8-summary-12", "summary-buffer", "segments"];
+pub const NAMES: &[&str] = &["full", "window", "recent-8-summary-12", "summary-buffer", "segments", "specific"];
 
 /// Settings for every strategy; each table is optional and defaults to the seed's numbers.
 ///
@@ -250,6 +253,7 @@ pub fn build(
         "recent-8-summary-12" => Box::new(RecentSummary::new(config.recent_summary.clone())),
         "summary-buffer" => Box::new(SummaryBuffer::new(config.summary_buffer.clone(), generator)),
         "segments" => Box::new(Segments::extractive(config.segments.clone())),
+        "specific" => Box::new(Specific),
         "segments-abstractive" => match generator {
             Some(g) => Box::new(Segments::abstractive(config.segments.clone(), g)),
             None => return Err(ConfigError::NeedsGenerator { name: name.to_string() }),

@@ -224,6 +224,41 @@ fn window_keeps_tool_pairs_together() {
 }
 
 #[test]
+fn specific_keeps_the_rarest_sentences_in_conversation_order() {
+    // The prototype of issue 14: the sentences whose words the rest of the conversation does
+    // not use, wherever they were said, and none of the repeated complaint around them.
+    let h = history(vec![
+        Turn::new("sys", Role::System, "You are helpful."),
+        Turn::new("u1", Role::User, "The deploy failed again. The deploy failed again today, sorry."),
+        Turn::new("a1", Role::Assistant, "Sorry the deploy failed. Check the logs of the deploy."),
+        Turn::new("u2", Role::User, "The deploy failed. Our ticket is OPS-3254 and the cap is 417 seats."),
+        Turn::new("a2", Role::Assistant, "The deploy failed because the logs filled the disk. Rotate them hourly."),
+        Turn::new("u3", Role::User, "The deploy failed again."),
+    ]);
+    check(
+        "specific",
+        &h,
+        45,
+        expect![[r#"
+            total 38 / budget 45
+            pinned_system [sys] 8: You are helpful.
+            salient [u2..a2 (2)] 27: user: Our ticket is OPS-3254 and the cap is 417 seats.
+                assistant: Rotate them hourly.
+        "#]],
+    );
+    // More budget keeps more, never less, and never more than the budget.
+    let s = build("specific", &StrategiesConfig::default(), None).unwrap();
+    let mut before = 0;
+    for budget in [20, 45, 80, 400] {
+        let ctx = s.build(&h, budget, None).unwrap();
+        assert!(ctx.total_tokens() <= budget, "{} > {budget}", ctx.total_tokens());
+        let kept = ctx.blocks.iter().filter(|b| b.kind == BlockKind::Salient).map(|b| b.content.len()).sum::<usize>();
+        assert!(kept >= before, "budget {budget}: {kept} < {before}");
+        before = kept;
+    }
+}
+
+#[test]
 fn full_sends_everything_and_says_when_over_budget() {
     check(
         "full",
@@ -480,8 +515,8 @@ proptest! {
                 prop_assert_eq!(b.tokens, counted, "{}: block {:?}", name, b.source_ids);
             }
             // No tool pair is orphaned: a unit's turns are all in the context or none are.
-            // Summaries and the registry cite turns; they do not hold them.
-            let present: BTreeSet<&str> = ctx.blocks.iter().filter(|b| !matches!(b.kind, BlockKind::Summary | BlockKind::Registry)).flat_map(|b| b.source_ids.iter().map(String::as_str)).collect();
+            // Summaries, the registry and salient sentences cite turns; they do not hold them.
+            let present: BTreeSet<&str> = ctx.blocks.iter().filter(|b| !matches!(b.kind, BlockKind::Summary | BlockKind::Registry | BlockKind::Salient)).flat_map(|b| b.source_ids.iter().map(String::as_str)).collect();
             for i in 0..h.len() {
                 let unit = h.unit_of(i);
                 let inside = unit.turns.iter().filter(|&&j| present.contains(h.turns()[j].id.as_str())).count();

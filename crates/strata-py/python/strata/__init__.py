@@ -60,7 +60,7 @@ __all__ = [
 ]
 
 #: The strategies ``eval`` compares when none are named, as ``strata eval`` does.
-DEFAULT_STRATEGIES = ["full", "window", "recent-8-summary-12", "summary-buffer", "segments", "tiered"]
+DEFAULT_STRATEGIES: List[str] = list(_strata.DEFAULT_STRATEGIES)
 
 
 def register_strategy(

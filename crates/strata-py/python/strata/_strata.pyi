@@ -8,6 +8,8 @@ from typing import Any, Callable, Dict, Iterable, Iterator, List, Mapping, Optio
 
 BUILTIN_STRATEGIES: List[str]
 """Every strategy name the harness knows without registration."""
+DEFAULT_STRATEGIES: List[str]
+"""The strategies `strata eval` compares when none are named."""
 
 class StrataError(Exception):
     """Anything Strata could not do."""
