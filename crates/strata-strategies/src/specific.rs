@@ -9,7 +9,7 @@
 //! turn after its speaker. No recent turns, no dates, no redundancy discount, no names: what the
 //! tiered memory adds to the same idea is measured against this.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use strata_core::{Block, BlockKind, Context, History, Role, Strategy, StrategyError};
 use strata_text::{is_stopword, split};
@@ -44,7 +44,9 @@ impl Strategy for Specific {
 
         let sentences: Vec<(usize, String)> =
             (history.pinned()..turns.len()).flat_map(|i| split(i, &turns[i])).map(|s| (s.turn, s.text)).collect();
-        let content: Vec<HashSet<String>> =
+        // Ordered sets: a float sum in hash order would differ from run to run in its last
+        // bits, and break ties between sentences differently.
+        let content: Vec<BTreeSet<String>> =
             sentences.iter().map(|(_, text)| words(text).filter(|w| !is_stopword(w)).collect()).collect();
         let mut df: HashMap<&str, usize> = HashMap::new();
         for set in &content {
