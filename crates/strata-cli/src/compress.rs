@@ -14,8 +14,8 @@ use crate::BadInput;
 pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
-    /// The strategy: full, window, recent-8-summary-12, summary-buffer, segments, or
-    /// segments-abstractive (needs --model).
+    /// The strategy: full, window, recent-8-summary-12, summary-buffer, segments, specific,
+    /// or segments-abstractive (needs --model).
     #[arg(long, default_value = "window")]
     strategy: String,
     /// The token budget for the whole context.

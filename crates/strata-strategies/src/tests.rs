@@ -397,7 +397,7 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     let err = build("nope", &StrategiesConfig::default(), None).err().unwrap().to_string();
     assert_eq!(
         err,
-        "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer, segments, or segments-abstractive"
+        "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer, segments, specific, or segments-abstractive"
     );
     let err = build("segments-abstractive", &StrategiesConfig::default(), None).err().unwrap().to_string();
     assert_eq!(err, "strategy `segments-abstractive` needs a generator (a local model: pass --model)");
