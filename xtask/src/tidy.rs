@@ -1,6 +1,7 @@
 //! Project rules as code: every Rust file says what it is for, and the crate graph keeps its
 //! shape. `cargo test` runs these through the test at the bottom.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -84,7 +85,64 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             }
         }
     }
+    if root.join("crates/strata-py/Cargo.toml").exists() {
+        let wheel = resolved_features(root, &["-p", "strata-py", "-e", "normal,build"])?;
+        let tests = resolved_features(root, &["--workspace", "-e", "normal,build,dev"])?;
+        problems.extend(wheel_features(&wheel, &tests));
+    }
     Ok(problems)
+}
+
+/// Features that the workspace's test build and the Python wheel's build turn on differently
+/// in a dependency they share. Maturin resolves features for `strata-py` alone, so each such
+/// difference compiles that crate and everything above it a second time in CI (minutes each);
+/// `crates/strata-py/Cargo.toml` names the workspace's features to prevent it, and this keeps
+/// that list true as dependencies change.
+fn wheel_features(wheel: &Features, tests: &Features) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (package, features) in wheel {
+        let Some(in_tests) = tests.get(package) else { continue };
+        if features != in_tests {
+            let missing: Vec<&str> = in_tests.difference(features).map(String::as_str).collect();
+            let extra: Vec<&str> = features.difference(in_tests).map(String::as_str).collect();
+            problems.push(format!(
+                "crates/strata-py/Cargo.toml: {package} is built with features [{}] for the tests but [{}] for the \
+                 wheel (the tests' only: [{}], the wheel's only: [{}]); name the tests' features there so that \
+                 the wheel reuses the test build",
+                in_tests.iter().map(String::as_str).collect::<Vec<_>>().join(", "),
+                features.iter().map(String::as_str).collect::<Vec<_>>().join(", "),
+                missing.join(", "),
+                extra.join(", "),
+            ));
+        }
+    }
+    problems
+}
+
+/// Packages of a `cargo tree` selection (name, version and where) with their features.
+type Features = BTreeMap<String, BTreeSet<String>>;
+
+/// Every package of a `cargo tree` selection with the features it is built with.
+fn resolved_features(root: &Path, selection: &[&str]) -> Result<Features> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
+    let output = std::process::Command::new(&cargo)
+        .current_dir(root)
+        .arg("tree")
+        .args(selection)
+        .args(["--format", "{p}|{f}", "--prefix", "none"])
+        .output()
+        .with_context(|| format!("running {cargo} tree"))?;
+    if !output.status.success() {
+        anyhow::bail!("{cargo} tree {}: {}", selection.join(" "), String::from_utf8_lossy(&output.stderr).trim());
+    }
+    let mut packages = Features::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        // A package seen before ends in " (*)"; its features are the same.
+        let Some((package, features)) = line.trim_end_matches(" (*)").split_once('|') else { continue };
+        let features = features.split(',').filter(|f| !f.is_empty()).map(str::to_string).collect();
+        packages.insert(package.to_string(), features);
+    }
+    Ok(packages)
 }
 
 fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
@@ -151,5 +209,23 @@ mod tests {
         assert!(text.contains("library strata-foo depends on anyhow"), "{text}");
         assert!(text.contains("ARCHITECTURE.md: does not mention crate strata-foo"), "{text}");
         assert!(text.contains("missing `[lints] workspace = true`"), "{text}");
+    }
+
+    #[test]
+    fn tidy_catches_a_feature_the_tests_turn_on_and_the_wheel_does_not() {
+        let tree = |rows: &[(&str, &[&str])]| -> Features {
+            rows.iter().map(|(p, f)| (p.to_string(), f.iter().map(|x| x.to_string()).collect())).collect()
+        };
+        let tests =
+            tree(&[("getrandom v0.3.3", &["std", "sys_rng"]), ("pyo3-only v1.0.0", &[]), ("serde v1.0.0", &["std"])]);
+        let same = tree(&[("getrandom v0.3.3", &["std", "sys_rng"]), ("serde v1.0.0", &["std"])]);
+        assert!(wheel_features(&same, &tests).is_empty());
+        let short = tree(&[("getrandom v0.3.3", &["sys_rng"]), ("serde v1.0.0", &["std"]), ("numpy v0.1.0", &["a"])]);
+        let problems = wheel_features(&short, &tests);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(
+            problems[0].contains("getrandom v0.3.3 is built with features [std, sys_rng] for the tests but [sys_rng]")
+        );
+        assert!(problems[0].contains("the tests' only: [std], the wheel's only: []"), "{}", problems[0]);
     }
 }
