@@ -19,9 +19,9 @@ use crate::select::{finish, pin_system};
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Specific;
 
-/// Lowercased runs of letters and digits: the prototype's words.
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
+/// Runs of letters and digits: the prototype's words (lowercased where they are compared).
+fn words(text: &str) -> impl Iterator<Item = &str> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
 }
 
 struct Candidate {
@@ -46,8 +46,10 @@ impl Strategy for Specific {
             (history.pinned()..turns.len()).flat_map(|i| split(i, &turns[i])).map(|s| (s.turn, s.text)).collect();
         // Ordered sets: a float sum in hash order would differ from run to run in its last
         // bits, and break ties between sentences differently.
-        let content: Vec<BTreeSet<String>> =
-            sentences.iter().map(|(_, text)| words(text).filter(|w| !is_stopword(w)).collect()).collect();
+        let content: Vec<BTreeSet<String>> = sentences
+            .iter()
+            .map(|(_, text)| words(text).map(str::to_lowercase).filter(|w| !is_stopword(w)).collect())
+            .collect();
         let mut df: HashMap<&str, usize> = HashMap::new();
         for set in &content {
             for w in set {
