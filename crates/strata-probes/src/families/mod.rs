@@ -13,6 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use strata_core::{Conversation, Participant, Probe, Role, Timestamp, Turn};
 
+mod agent;
+mod chat;
+mod desk;
+mod lab;
+mod memo;
+
 use crate::{Options, ProbeSetConfig, SplitMix64, Topic, Values, MONTHS, NAMES, TOPICS};
 
 /// A phrasing family other than the committed set's.
@@ -101,6 +107,11 @@ struct FamilyProbe {
     answer: String,
     /// Indexes into the plant's turns.
     evidence: Vec<usize>,
+}
+
+/// A fact said in one turn, with its probes and distractors.
+fn one(role: Role, text: String, probes: Vec<FamilyProbe>, distractors: Vec<String>) -> Plant {
+    Plant { turns: vec![(role, text)], gap: 0, probes, distractors }
 }
 
 fn probe(category: &'static str, question: String, answer: impl Into<String>, evidence: Vec<usize>) -> FamilyProbe {
@@ -323,387 +334,34 @@ const LIKES: &[(&str, &[&str])] = &[
     ("handover notes", &["a checklist in the wiki", "a recorded screen share", "bullet points in the ticket"]),
 ];
 
-fn chat_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
-    let a = *rng.pick(topic.terms);
-    let b = *rng.pick(topic.terms);
-    let who = *rng.pick(NAMES);
-    let n = rng.range(2, 12);
-    if role == Role::User {
-        match rng.below(6) {
-            0 => format!("ok so {a} again. anything blocking on {b}?"),
-            1 => format!("{who} pinged me re {a}, ngl no idea what to say"),
-            2 => format!("brb, then let's look at {b} for {}", topic.service),
-            3 => format!("wait, does {a} even matter if {b} lands first?"),
-            4 => format!("lol {a} is cursed. thoughts on {b}?"),
-            _ => format!("can u sanity check the {a} bit? {n} people asked today"),
-        }
-    } else {
-        match rng.below(6) {
-            0 => format!("{a} is mostly fine. {b} is the part I'd poke at, maybe {n} small fixes."),
-            1 => format!("Nothing blocking on {b} right now; {who} is on {a}."),
-            2 => format!("Short version: {a} first, {b} after, both are small."),
-            3 => format!("I'd leave {a} alone this week, {b} has more risk."),
-            4 => format!("Checked {b}: nothing new since yesterday, {n} tickets still open."),
-            _ => format!("Yeah {a} and {b} overlap a bit, worth a 10 min chat with {who}."),
-        }
-    }
-}
-
-fn memo_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
-    let a = *rng.pick(topic.terms);
-    let b = *rng.pick(topic.terms);
-    let who = *rng.pick(NAMES);
-    if role == Role::User {
-        match rng.below(5) {
-            0 => format!("Could you kindly prepare a brief overview of the current state of {a} within the {}, with particular attention to any dependencies on {b}?", topic.project),
-            1 => format!("Following yesterday's steering meeting, {who} has requested clarification regarding {a}. How would you suggest we respond?"),
-            2 => format!("I would appreciate your assessment of whether {b} poses any material risk to the overall timeline."),
-            3 => format!("For the purposes of the monthly report, please summarise the outstanding actions relating to {a} and {b}."),
-            _ => format!("Before we proceed, I should like to understand how {a} interacts with {b} in practice."),
-        }
-    } else {
-        match rng.below(5) {
-            0 => format!("Certainly. At present, {a} is progressing broadly as planned, although its interaction with {b} warrants continued monitoring over the coming weeks."),
-            1 => format!("In my assessment, the principal consideration is {a}; {b} is of secondary importance and can reasonably be deferred to the next review cycle."),
-            2 => format!("It would be prudent to invite {who} to the next session, as they hold the most detailed knowledge of {a} and its bearing on {b}."),
-            3 => format!("The outstanding actions are modest: a review of {a}, a short note on {b}, and confirmation from the relevant owners."),
-            _ => format!("That is a reasonable concern. Should {a} be delayed, {b} would likely follow, though the remainder of the {} would be unaffected.", topic.project),
-        }
-    }
-}
-
-fn agent_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
-    let a = *rng.pick(topic.terms);
-    let b = *rng.pick(topic.terms);
-    let svc = topic.service.replace('-', "_");
-    let n = rng.range(3, 60);
-    let m = rng.range(1, 9);
-    if role == Role::User {
-        match rng.below(5) {
-            0 => "run the tests again and tell me what fails".to_string(),
-            1 => format!("look at how {a} is wired in {svc} and tell me if {b} touches it"),
-            2 => format!("that didn't work, try a different approach for the {a} part"),
-            3 => format!("ok, now clean up the {b} code you just wrote"),
-            _ => format!("what's left before we can open the PR for {a}?"),
-        }
-    } else {
-        match rng.below(5) {
-            0 => format!("Ran the suite: {n} passed, {m} failed. The failures are all in the {a} module and look like the same fixture problem."),
-            1 => format!("```\n$ rg -n \"{}\" {svc}/\n{svc}/core.py:{n}:    # {a} handled here\n```\nOnly one hit, so {b} does not touch it directly.", a.split(' ').next().unwrap_or(a)),
-            2 => format!("I reverted my last edit and rewrote the {a} helper as a plain function; {b} now calls it once instead of {m} times."),
-            3 => format!("Removed the dead branches in the {b} code and renamed two variables. Diff is {n} lines."),
-            _ => format!("Left before the PR: a test for {a}, the changelog line, and a look at {b}. About {m} small steps."),
-        }
-    }
-}
-
-fn lab_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
-    let a = *rng.pick(topic.terms);
-    let b = *rng.pick(topic.terms);
-    let who = *rng.pick(NAMES);
-    let (x, y) = (rng.range(40, 99), rng.range(1, 9));
-    let n = rng.range(2, 60);
-    if role == Role::User {
-        match rng.below(5) {
-            0 => format!("can you redo the {a} plot with a log y axis? the tail is invisible"),
-            1 => format!("hm, {b} looks different from last week's numbers. did the query change?"),
-            2 => format!("{who} wants the {a} breakdown by region before thursday"),
-            3 => format!("let's drop {b} from the model for now and see what moves"),
-            _ => format!("is {a} still correlated with {b} once we control for week?"),
-        }
-    } else {
-        match rng.below(5) {
-            0 => format!("Re-ran the cell. {a}: {x}.{y}% of the baseline, roughly flat over the last {n} days."),
-            1 => format!("| metric | this week | last week |\n|---|---|---|\n| {a} | {x}.{y} | {}.{y} |\n| {b} | {n} | {} |\n\nNothing outside the usual noise.", x - 1, n + 2),
-            2 => format!("The query did not change; the difference in {b} comes from {n} late-arriving rows that the nightly job picked up."),
-            3 => format!("Dropping {b}: the fit barely moves (R² {x}.{y} → {}.{y}), so {a} carries most of the signal.", x - 2),
-            _ => format!("Controlling for week, the {a}/{b} correlation falls to 0.{y}{n}, so it was mostly seasonality."),
-        }
-    }
-}
-
-fn desk_filler(rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
-    let a = *rng.pick(topic.terms);
-    let b = *rng.pick(topic.terms);
-    let who = *rng.pick(NAMES);
-    let n = rng.range(2, 48);
-    if role == Role::User {
-        match rng.below(6) {
-            0 => format!("customer is chasing again re {a}, can you draft a holding reply?"),
-            1 => format!("queue is at {n} this morning, mostly {b} stuff"),
-            2 => format!("escalating the {a} one to tier 2, they can't get past the login page"),
-            3 => format!("they say {b} broke after the update. can't repro on our side"),
-            4 => format!("{who} is covering the queue until noon, ping them for anything on {a}"),
-            _ => format!("> Hello, any news on {b}? It has been {n} hours.\nsame customer as yesterday"),
-        }
-    } else {
-        match rng.below(6) {
-            0 => format!("Draft: \"Hi, thanks for your patience. We are still looking into {a} and will update you within {n} hours.\""),
-            1 => format!("The status page shows nothing about {b} today, so it is likely local to their tenant."),
-            2 => format!("Sounds like the known {a} issue; the KB article on {b} covers the workaround."),
-            3 => format!("I would ask them for a screenshot of the {b} settings before escalating."),
-            4 => format!("Tier 2 already has {n} tickets about {a}; I linked this one to the cluster."),
-            _ => format!("Ticket fields:\nPriority: P{}\nProduct: {}\nCategory: {a}\nAssignee: {who}", n % 4 + 1, topic.service),
-        }
-    }
-}
-
 fn filler(family: Family, rng: &mut SplitMix64, topic: &Topic, role: Role) -> String {
     match family {
-        Family::Chat => chat_filler(rng, topic, role),
-        Family::Memo => memo_filler(rng, topic, role),
-        Family::Agent => agent_filler(rng, topic, role),
-        Family::Lab => lab_filler(rng, topic, role),
-        Family::Desk => desk_filler(rng, topic, role),
+        Family::Chat => chat::filler(rng, topic, role),
+        Family::Memo => memo::filler(rng, topic, role),
+        Family::Agent => agent::filler(rng, topic, role),
+        Family::Lab => lab::filler(rng, topic, role),
+        Family::Desk => desk::filler(rng, topic, role),
     }
 }
 
 fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant {
+    let own = match family {
+        Family::Chat => chat::plant(kind, v, topic),
+        Family::Memo => memo::plant(kind, v, topic),
+        Family::Agent => agent::plant(kind, v, topic),
+        Family::Lab => lab::plant(kind, v, topic),
+        Family::Desk => desk::plant(kind, v, topic),
+    };
+    own.unwrap_or_else(|| shared(family, kind, v, topic))
+}
+
+/// The kinds every family writes alike (a decision, a preference, a corrected value), their
+/// wording chosen by family inside.
+fn shared(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant {
     use Family::{Agent, Chat, Desk, Lab, Memo};
     use Role::{Assistant as A, User as U};
     let svc = topic.service;
-    let project = topic.project;
-    let one = |role: Role, text: String, probes: Vec<FamilyProbe>, distractors: Vec<String>| Plant {
-        turns: vec![(role, text)],
-        gap: 0,
-        probes,
-        distractors,
-    };
     match (kind, family) {
-        ("incident", Chat) => {
-            let (x, d) = (v.incident_in(family), v.incident_in(family));
-            one(
-                U,
-                format!("fyi the {svc} pager storm last night is tracked as {x}, pls link it in the retro doc"),
-                vec![probe("incident", format!("what ticket tracks last night's {svc} pager storm?"), &x, vec![0])],
-                vec![format!("{d} is just the flaky canary, ignore it")],
-            )
-        }
-        ("incident", Memo) => {
-            let (x, d) = (v.incident_in(family), v.incident_in(family));
-            one(
-                A,
-                format!("For the record, the service disruption affecting {svc} on Tuesday has been registered with the service desk under reference {x}, and all correspondence should cite it."),
-                vec![probe("incident", format!("Under which reference was Tuesday's {svc} disruption registered?"), &x, vec![0])],
-                vec![format!("Reference {d} concerns an unrelated access request and may be closed.")],
-            )
-        }
-        ("incident", Agent) => {
-            let (x, d) = (v.incident_in(family), v.incident_in(family));
-            Plant {
-                turns: vec![
-                    (U, format!("which issue is the {svc} memory leak again?")),
-                    (A, format!("It's {x} on the tracker, opened by the on-call after the OOM kills.")),
-                ],
-                gap: 0,
-                probes: vec![probe(
-                    "incident",
-                    format!("What is the tracker issue for the {svc} memory leak?"),
-                    &x,
-                    vec![0, 1],
-                )],
-                distractors: vec![format!("Issue {d} is a duplicate and was closed.")],
-            }
-        }
-        ("budget", Chat) => {
-            let (x, d) = (v.money_in(family), v.money_in(family));
-            one(
-                U,
-                format!("good news, we got {x} signed off for {project} 🎉"),
-                vec![probe("budget", format!("how much money got signed off for {project}?"), &x, vec![0])],
-                vec![format!("the {d} number floating around is last year's")],
-            )
-        }
-        ("budget", Memo) => {
-            let (x, d) = (v.money_in(family), v.money_in(family));
-            one(
-                U,
-                format!("I am pleased to confirm that the investment committee has allocated {x} to the {project}, to be drawn down over two quarters."),
-                vec![probe("budget", format!("What amount did the investment committee allocate to the {project}?"), &x, vec![0])],
-                vec![format!("A figure of {d} was mentioned informally, but it has no standing.")],
-            )
-        }
-        ("budget", Agent) => {
-            let (x, d) = (v.money_in(family), v.money_in(family));
-            one(
-                A,
-                format!(
-                    "Pulled the cost report: {svc} currently runs at {x} on compute, most of it the idle replicas."
-                ),
-                vec![probe(
-                    "budget",
-                    format!("What does {svc} cost on compute according to the cost report?"),
-                    &x,
-                    vec![0],
-                )],
-                vec![format!("The staging copy is {d}, which nobody looks at.")],
-            )
-        }
-        ("path", Chat) => {
-            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
-            one(
-                A,
-                format!("the load balancer for {svc} is defined here:\n```hcl\n# {x}\nresource \"aws_lb\" \"main\" {{\n  idle_timeout = 60\n}}\n```"),
-                vec![probe("path", format!("which terraform file defines the load balancer for {svc}?"), &x, vec![0])],
-                vec![format!("{d} is the old module, deleted next sprint.")],
-            )
-        }
-        ("path", Memo) => {
-            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
-            one(
-                U,
-                format!("Please ensure the on-call team is aware that the authoritative escalation procedure for {svc} is the document at {x}; earlier copies should not be consulted."),
-                vec![probe("path", format!("Where is the authoritative escalation procedure for {svc} kept?"), &x, vec![0])],
-                vec![format!("The draft at {d} was never approved.")],
-            )
-        }
-        ("path", Agent) => {
-            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
-            let line = v.rng.range(20, 400);
-            one(
-                U,
-                format!("it crashes on startup:\n```\nTraceback (most recent call last):\n  File \"main.py\", line 12, in <module>\n    run()\n  File \"{x}\", line {line}, in load\n    cfg = settings[\"{}\"]\nKeyError: '{}'\n```", topic.terms[0], topic.terms[0]),
-                vec![probe("path", format!("Which file raised the KeyError when {svc} crashed on startup?"), &x, vec![0])],
-                vec![format!("{d} has a similar lookup but is only used in tests.")],
-            )
-        }
-        ("command", Chat) => {
-            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
-            Plant {
-                turns: vec![
-                    (U, format!("how do i get {svc} back to a sane state if the deploy goes sideways?")),
-                    (A, format!("this:\n```\n{x}\n```\nthen watch the dashboards for a bit")),
-                ],
-                gap: 0,
-                probes: vec![probe(
-                    "command",
-                    format!("what should be run if the {svc} deploy goes sideways?"),
-                    &x,
-                    vec![0, 1],
-                )],
-                distractors: vec![format!("don't use `{d}`, it's for the sandbox")],
-            }
-        }
-        ("command", Memo) => {
-            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
-            one(
-                A,
-                format!("Should a regional outage occur, the operations engineer on duty is to execute \"{x}\" and then notify the incident commander."),
-                vec![probe("command", format!("What is the engineer on duty to execute during a regional outage of {svc}?"), &x, vec![0])],
-                vec![format!("The procedure \"{d}\" is retained for audit purposes only.")],
-            )
-        }
-        ("command", Agent) => {
-            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
-            one(
-                A,
-                format!("Reproduced it locally:\n```\n$ {x}\nerror: 1 test failed\n```\nThat is the command to rerun after each change."),
-                vec![probe("command", format!("Which command reproduces the {svc} failure locally?"), &x, vec![0])],
-                vec![format!("`{d}` passes, so it is not useful here.")],
-            )
-        }
-        ("incident", Lab) => {
-            let (x, d) = (v.incident_in(family), v.incident_in(family));
-            one(
-                A,
-                format!("Found the run where the {svc} event counts doubled: `{x}` in the tracker, started from the stale snapshot."),
-                vec![probe("incident", format!("Which tracker run doubled the {svc} event counts?"), &x, vec![0])],
-                vec![format!("Run {d} is the healthy rerun.")],
-            )
-        }
-        ("budget", Lab) => {
-            let (x, d) = (v.money_in(family), v.money_in(family));
-            one(
-                A,
-                format!("Allocation for {project}:\n\n| line | amount |\n|---|---|\n| compute | {x} |\n| labelling | 40 annotator-days |"),
-                vec![probe("budget", format!("How much compute is allocated to {project}?"), &x, vec![0])],
-                vec![format!("the pilot only burned {d}")],
-            )
-        }
-        ("path", Lab) => {
-            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
-            let svc_ = svc.replace('-', "_");
-            one(
-                U,
-                format!("this is the config I'm running with:\n```yaml\nsource:\n  table: {x}\n  partition: daily\nmodel: {svc_}_weekly\n```"),
-                vec![probe("path", format!("Where does the {svc} notebook config read its source data from?"), &x, vec![0])],
-                vec![format!("{d} is the pre-dedup copy, don't use it")],
-            )
-        }
-        ("command", Lab) => {
-            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
-            Plant {
-                turns: vec![
-                    (U, format!("how do I rerun the {svc} notebook with the right params?")),
-                    (A, format!("From the repo root:\n\n    {x}\n\nIt writes out.ipynb next to the input.")),
-                ],
-                gap: 0,
-                probes: vec![probe(
-                    "command",
-                    format!("What command reruns the {svc} notebook with the right parameters?"),
-                    &x,
-                    vec![0, 1],
-                )],
-                distractors: vec![format!("`{d}` was the old invocation, before the params changed.")],
-            }
-        }
-        ("incident", Desk) => {
-            let (x, d) = (v.incident_in(family), v.incident_in(family));
-            one(
-                U,
-                format!("customer replied:\n> Hi, we still see the sync failures on {svc}. Our internal reference is {x}, please quote it in every reply.\n> Thanks, Priya"),
-                vec![probe("incident", format!("What internal reference did the customer give for the {svc} sync failures?"), &x, vec![0])],
-                vec![format!("{d} was their reference for last month's outage, already closed")],
-            )
-        }
-        ("budget", Desk) => {
-            let (x, d) = (v.money_in(family), v.money_in(family));
-            one(
-                A,
-                format!("Billing approved it: the customer gets a goodwill credit of {x} on the next invoice for the {project} downtime."),
-                vec![probe("budget", format!("What goodwill credit was approved for the {project} downtime?"), &x, vec![0])],
-                vec![format!("They had asked for {d} at first.")],
-            )
-        }
-        ("path", Desk) => {
-            let (x, d) = (v.path_in(family, svc), v.path_in(family, svc));
-            Plant {
-                turns: vec![
-                    (A, format!("Can you get the {svc} agent log from them? It is somewhere under ProgramData.")),
-                    (U, format!("got it, they sent {x}, attached to the ticket")),
-                ],
-                gap: 0,
-                probes: vec![probe("path", format!("Which log file did the customer send for {svc}?"), &x, vec![0, 1])],
-                distractors: vec![format!("{d} is the installer log, not useful here")],
-            }
-        }
-        ("command", Desk) => {
-            let (x, d) = (v.command_in(family, svc), v.command_in(family, svc));
-            one(
-                A,
-                format!("Escalation note:\n```\nProduct: {svc}\nImpact: users cannot save\nWorkaround: {x}\nOwner: tier 2\n```"),
-                vec![probe("command", format!("What workaround is in the escalation note for {svc}?"), &x, vec![0])],
-                vec![format!("`{d}` only works on the old cluster.")],
-            )
-        }
-        ("date", Desk) => {
-            let (x, d) = (v.date_in(family), v.date_in(family));
-            one(
-                A,
-                format!("The admin API says:\n```json\n{{\"tenant\": \"{svc}\", \"plan\": \"enterprise\", \"renewal_date\": \"{x}\"}}\n```"),
-                vec![probe("date", format!("When is the {svc} tenant up for renewal?"), &x, vec![0])],
-                vec![format!("their trial ended {d}")],
-            )
-        }
-        ("assistant-fact", Desk) => {
-            let (x, d) = (v.limit_in(family), v.limit_in(family));
-            one(
-                A,
-                format!("Found it in the server log:\n```\nWARN quota: tenant {svc} capped at {x} by plan\n```\nSo new users are refused once they reach the cap."),
-                vec![probe("assistant-fact", format!("At how many seats is the {svc} tenant capped?"), &x, vec![0])],
-                vec![format!("The old plan allowed {d}.")],
-            )
-        }
         ("decision", _) => {
             let (what, (options, reasons)) = v.unused(CHOICES);
             let mut idx: Vec<usize> = (0..options.len()).collect();
@@ -802,86 +460,6 @@ fn plant(family: Family, kind: &str, v: &mut Values<'_>, topic: &Topic) -> Plant
                 ),
             };
             one(U, text, vec![probe("preference", q, mine, vec![0])], vec![d])
-        }
-        ("date", Chat) => {
-            let (x, d) = (v.date_in(family), v.date_in(family));
-            one(
-                U,
-                format!("{project} goes live {x}, mark ur calendars"),
-                vec![probe("date", format!("when does {project} go live?"), &x, vec![0])],
-                vec![format!("the demo got bumped to {d}")],
-            )
-        }
-        ("date", Memo) => {
-            let (x, d) = (v.date_in(family), v.date_in(family));
-            Plant {
-                turns: vec![
-                    (U, format!("Has a date been fixed for the formal sign-off of the {project}?")),
-                    (A, format!("Yes. Following consultation with the sponsors, the sign-off has been fixed for {x}.")),
-                ],
-                gap: 0,
-                probes: vec![probe(
-                    "date",
-                    format!("For when has the sign-off of the {project} been fixed?"),
-                    &x,
-                    vec![0, 1],
-                )],
-                distractors: vec![format!("The preliminary review on {d} is optional.")],
-            }
-        }
-        ("date", Agent) => {
-            let (x, d) = (v.date_in(family), v.date_in(family));
-            one(
-                A,
-                format!("The TLS certificate for {svc} expires on {x} according to `openssl x509 -enddate`."),
-                vec![probe("date", format!("When does the TLS certificate for {svc} expire?"), &x, vec![0])],
-                vec![format!("The intermediate certificate is valid until {d}.")],
-            )
-        }
-        ("assistant-fact", Chat) => {
-            let (x, d) = (v.limit_in(family), v.limit_in(family));
-            one(
-                A,
-                format!("heads up, {svc} gets throttled above {x}, so the load test needs to stay under that"),
-                vec![probe("assistant-fact", format!("above what rate does {svc} get throttled?"), &x, vec![0])],
-                vec![format!("peak last week was {d}")],
-            )
-        }
-        ("assistant-fact", Memo) => {
-            let (x, d) = (v.limit_in(family), v.limit_in(family));
-            one(
-                A,
-                format!("You may wish to note that, under the current policy, records held by {svc} must be retained for {x} before they can be purged."),
-                vec![probe("assistant-fact", format!("How long must records held by {svc} be retained?"), &x, vec![0])],
-                vec![format!("Backups, by contrast, are kept for {d}.")],
-            )
-        }
-        ("assistant-fact", Agent) => {
-            let (x, d) = (v.limit_in(family), v.limit_in(family));
-            one(
-                A,
-                format!("I checked the pool settings: {svc} caps the database pool at {x}, which explains the timeouts under load."),
-                vec![probe("assistant-fact", format!("What does {svc} cap its database pool at?"), &x, vec![0])],
-                vec![format!("The read replica allows {d}.")],
-            )
-        }
-        ("date", Lab) => {
-            let (x, d) = (v.date_in(family), v.date_in(family));
-            one(
-                U,
-                format!("the {project} write-up is due {x}, hard deadline, no extensions"),
-                vec![probe("date", format!("When is the {project} write-up due?"), &x, vec![0])],
-                vec![format!("the internal dry run is {d}")],
-            )
-        }
-        ("assistant-fact", Lab) => {
-            let (x, d) = (v.limit_in(family), v.limit_in(family));
-            one(
-                A,
-                format!("Memory profile of the {svc} pipeline:\n\n| stage | peak RSS |\n|---|---|\n| load | {d} |\n| join | {x} |"),
-                vec![probe("assistant-fact", format!("What peak memory does the join stage of the {svc} pipeline reach?"), &x, vec![0])],
-                Vec::new(),
-            )
         }
         (_, _) => {
             // A value stated, then corrected some turns later: the probe asks for the current one.
