@@ -12,7 +12,8 @@ pub fn normalize(text: &str) -> String {
 }
 
 /// Words that carry no content: left out of answer-token recall unless the answer has nothing
-/// else.
+/// else. Kept apart from `strata_text`'s list on purpose: the metric must not change when the
+/// system's notion of a content word does.
 const STOPWORDS: &[&str] = &[
     "and", "or", "of", "to", "in", "on", "at", "for", "with", "by", "from", "is", "are", "was", "were", "be", "been",
     "it", "its", "that", "this", "as", "but", "not", "no", "he", "she", "they", "his", "her", "their", "them", "i",

@@ -251,7 +251,7 @@ pub fn split_sentences(conversation: &Conversation) -> Conversation {
     let mut pieces: std::collections::HashMap<&str, Vec<String>> = std::collections::HashMap::new();
     let mut turns = Vec::with_capacity(conversation.turns.len() * 3);
     for (i, turn) in conversation.turns.iter().enumerate() {
-        let sentences = strata_text::split(i, turn);
+        let sentences = strata_text::split_sentences(i, turn);
         if sentences.len() < 2 || !turn.tool_calls.is_empty() || turn.tool_call_id.is_some() {
             pieces.insert(&turn.id, vec![turn.id.clone()]);
             turns.push(turn.clone());
@@ -286,6 +286,4 @@ fn count_lines(path: &Path) -> Option<usize> {
     Some(f.split(b'\n').filter(|l| l.as_ref().is_ok_and(|l| !l.iter().all(u8::is_ascii_whitespace))).count())
 }
 
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub(crate) use strata_text::hex;

@@ -36,7 +36,7 @@ impl Summarizer for Lead {
         Ok(c.turns
             .iter()
             .take(self.n)
-            .map(|t| format!("{}: {}", t.speaker.as_deref().unwrap_or(t.role.as_str()), t.content))
+            .map(|t| format!("{}: {}", t.speaker_or_role(), t.content))
             .collect::<Vec<_>>()
             .join("\n"))
     }
@@ -66,7 +66,7 @@ impl Summarizer for Extractive {
             .iter()
             .map(|k| {
                 let t = c.turns.iter().find(|t| t.id == k.turn_id).expect("kept sentences name their turns");
-                format!("{}: {}", t.speaker.as_deref().unwrap_or(t.role.as_str()), k.text)
+                format!("{}: {}", t.speaker_or_role(), k.text)
             })
             .collect::<Vec<_>>()
             .join("\n"))

@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
 
 /// One manifest row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,8 +54,8 @@ fn url(e: &Entry) -> Option<String> {
 }
 
 fn sha256_of(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path).with_context(|| path.display().to_string())?;
-    Ok(Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect())
+    let f = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+    strata_text::sha256_hex(f).with_context(|| path.display().to_string())
 }
 
 pub(crate) fn data_dir(root: &Path) -> PathBuf {

@@ -20,7 +20,7 @@ use crate::ModelError;
 
 type Key = [u8; 32];
 
-struct Store {
+struct VectorFile {
     vectors: HashMap<Key, Vec<f32>>,
     file: File,
 }
@@ -30,7 +30,7 @@ struct Store {
 pub struct CachedEmbedder<E> {
     inner: E,
     path: PathBuf,
-    store: Mutex<Store>,
+    store: Mutex<VectorFile>,
 }
 
 impl<E: Embedder> std::fmt::Debug for CachedEmbedder<E> {
@@ -91,7 +91,7 @@ impl<E: Embedder> CachedEmbedder<E> {
         // Appends continue after the last whole record, over any torn tail.
         file.seek(SeekFrom::Start(whole as u64)).map_err(io)?;
         file.set_len(whole as u64).map_err(io)?;
-        Ok(CachedEmbedder { inner, path, store: Mutex::new(Store { vectors, file }) })
+        Ok(CachedEmbedder { inner, path, store: Mutex::new(VectorFile { vectors, file }) })
     }
 
     /// How many vectors the cache holds.

@@ -57,8 +57,7 @@ impl<G: Generator> CachedGenerator<G> {
             h.update(m.content.as_bytes());
         }
         h.update(request.max_tokens.to_le_bytes());
-        let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{hex}.json"))
+        self.dir.join(format!("{}.json", strata_text::hex(&h.finalize())))
     }
 }
 

@@ -1,9 +1,7 @@
 //! Where weights come from, and checking them before use.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
 
 use crate::ModelError;
 
@@ -65,17 +63,8 @@ pub fn verify(dir: &Path, spec: &ModelSpec) -> Result<(), ModelError> {
 
 fn sha256_file(path: &Path) -> Result<String, ModelError> {
     let load = |e: std::io::Error| ModelError::Load { path: path.to_path_buf(), message: e.to_string() };
-    let mut f = std::fs::File::open(path).map_err(load)?;
-    let mut h = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = f.read(&mut buf).map_err(load)?;
-        if n == 0 {
-            break;
-        }
-        h.update(&buf[..n]);
-    }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    let f = std::fs::File::open(path).map_err(load)?;
+    strata_text::sha256_hex(f).map_err(load)
 }
 
 /// The folder holding `spec`'s files, looked up in order: `explicit` (a folder the caller

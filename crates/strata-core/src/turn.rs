@@ -86,6 +86,11 @@ pub struct Turn {
 }
 
 impl Turn {
+    /// Who said it, as a transcript line names them: the speaker's name, else the role.
+    pub fn speaker_or_role(&self) -> &str {
+        self.speaker.as_deref().unwrap_or(self.role.as_str())
+    }
+
     /// A plain turn with no speaker, timestamp or tool link.
     pub fn new(id: impl Into<String>, role: Role, content: impl Into<String>) -> Turn {
         Turn {

@@ -167,6 +167,9 @@ const TOPICS: &[Topic] = &[
 ];
 
 const NAMES: &[&str] = &["Priya", "Marco", "Lena", "Tomasz", "Aisha", "Kenji", "Sofia", "Dmitri", "Grace", "Oluwaseun"];
+/// Month names of the planted dates. `strata_text::dates` has its own: this crate depends on
+/// strata-core alone (so xtask builds no text or model code for it), and a probe set must stay
+/// byte-identical whatever the system's date rendering becomes.
 const MONTHS: &[&str] = &[
     "January",
     "February",

@@ -227,8 +227,7 @@ pub fn conversation_id(header: Option<&str>, request: &ChatRequest) -> Result<St
         h.update((part.len() as u64).to_le_bytes());
         h.update(part.as_bytes());
     }
-    let hex: String = h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect();
-    Ok(format!("h-{hex}"))
+    Ok(format!("h-{}", strata_text::hex(&h.finalize()[..8])))
 }
 
 /// Whether a message the client sent is the turn stored at its place: the same role, speaker,

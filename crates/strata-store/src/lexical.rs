@@ -22,15 +22,12 @@ const B: f32 = 0.75;
 /// digit (as SQLite's `unicode61` tokenizer does) and lowercased. Stopwords come back as
 /// `None`: they count towards a turn's length, as in BM25, but are never searched for.
 fn words(text: &str) -> impl Iterator<Item = Option<String>> + '_ {
-    split(text).map(|w| {
+    strata_text::alnum_words(text).map(|w| {
         let w = w.to_lowercase();
         (!is_stopword(&w)).then_some(w)
     })
 }
 
-fn split(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
-}
 
 /// [`words`], stemmed by Snowball's English (Porter 2) stemmer, so that "deploying" finds
 /// "deployed".
@@ -86,7 +83,7 @@ impl LexicalIndex {
         let stemmer = Stemmer::create(Algorithm::English);
         let mut found: Vec<u32> = Vec::new();
         let mut length = 0u32;
-        for word in split(text) {
+        for word in strata_text::alnum_words(text) {
             length += 1;
             let lower: Cow<'_, str> = if word.chars().any(char::is_uppercase) {
                 Cow::Owned(word.to_lowercase())

@@ -41,7 +41,7 @@ pub fn indexed_text(turn: &Turn) -> String {
 /// What is embedded for each sentence of a turn, when it has two or more: the sentence after
 /// its speaker's name. A turn of one sentence has only its whole-text vector.
 pub fn sentence_texts(turn: &Turn) -> Vec<String> {
-    let sentences = strata_text::split(0, turn);
+    let sentences = strata_text::split_sentences(0, turn);
     if sentences.len() < 2 {
         return Vec::new();
     }

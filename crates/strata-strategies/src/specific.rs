@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use strata_core::{Block, BlockKind, Context, History, Role, Strategy, StrategyError};
-use strata_text::{is_stopword, split};
+use strata_text::{is_stopword, split_sentences};
 
 use crate::select::{finish, pin_system};
 
@@ -20,10 +20,6 @@ use crate::select::{finish, pin_system};
 pub struct Specific;
 
 /// Runs of letters and digits: the prototype's words (lowercased where they are compared).
-fn words(text: &str) -> impl Iterator<Item = &str> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
-}
-
 struct Candidate {
     turn: usize,
     order: usize,
@@ -43,12 +39,12 @@ impl Strategy for Specific {
         let turns = history.turns();
 
         let sentences: Vec<(usize, String)> =
-            (history.pinned()..turns.len()).flat_map(|i| split(i, &turns[i])).map(|s| (s.turn, s.text)).collect();
+            (history.pinned()..turns.len()).flat_map(|i| split_sentences(i, &turns[i])).map(|s| (s.turn, s.text)).collect();
         // Ordered sets: a float sum in hash order would differ from run to run in its last
         // bits, and break ties between sentences differently.
         let content: Vec<BTreeSet<String>> = sentences
             .iter()
-            .map(|(_, text)| words(text).map(str::to_lowercase).filter(|w| !is_stopword(w)).collect())
+            .map(|(_, text)| strata_text::alnum_words(text).map(str::to_lowercase).filter(|w| !is_stopword(w)).collect())
             .collect();
         let mut df: HashMap<&str, usize> = HashMap::new();
         for set in &content {
@@ -63,7 +59,7 @@ impl Strategy for Specific {
             .enumerate()
             .map(|(order, ((turn, text), set))| {
                 let information: f64 = set.iter().map(|w| (n / df[w.as_str()] as f64).ln()).sum();
-                let length = words(text).count().max(1) as f64;
+                let length = strata_text::alnum_words(text).count().max(1) as f64;
                 Candidate { turn: *turn, order, text: text.clone(), score: information / length.sqrt() }
             })
             .collect();
@@ -80,7 +76,7 @@ impl Strategy for Specific {
         for c in &candidates {
             let mut cost = counter.count(&c.text) + 1;
             if !lines.contains(&c.turn) {
-                cost += counter.count(&format!("{}: ", speaker(history, c.turn)));
+                cost += counter.count(&format!("{}: ", history.turns()[c.turn].speaker_or_role()));
             }
             if used + cost > left {
                 continue;
@@ -102,11 +98,6 @@ impl Strategy for Specific {
     }
 }
 
-fn speaker(history: &History, turn: usize) -> String {
-    let t = &history.turns()[turn];
-    t.speaker.clone().unwrap_or_else(|| t.role.as_str().to_string())
-}
-
 /// The kept sentences in conversation order, one line per turn, and the turns they came from.
 fn render(history: &History, kept: &[&Candidate]) -> (String, Vec<String>) {
     let mut by_turn: BTreeMap<usize, Vec<(usize, &str)>> = BTreeMap::new();
@@ -118,7 +109,7 @@ fn render(history: &History, kept: &[&Candidate]) -> (String, Vec<String>) {
     for (turn, mut sentences) in by_turn {
         sentences.sort_unstable();
         let body: Vec<&str> = sentences.into_iter().map(|(_, s)| s).collect();
-        lines.push(format!("{}: {}", speaker(history, turn), body.join(" ")));
+        lines.push(format!("{}: {}", history.turns()[turn].speaker_or_role(), body.join(" ")));
         ids.push(history.turns()[turn].id.clone());
     }
     (lines.join("\n"), ids)

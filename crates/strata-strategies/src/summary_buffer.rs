@@ -35,7 +35,8 @@ impl Default for SummaryBufferConfig {
 }
 
 impl SummaryBufferConfig {
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// Every value in its range, or a message naming the first that is not.
+    pub fn validate(&self) -> Result<(), String> {
         for (name, v) in [("trigger", self.trigger), ("verbatim", self.verbatim)] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("summary-buffer: `{name}` must be between 0 and 1, not {v}"));
@@ -72,7 +73,7 @@ impl SummaryBuffer {
         let mut transcript = String::new();
         for &i in older {
             let t = &history.turns()[i];
-            let who = t.speaker.as_deref().unwrap_or(t.role.as_str());
+            let who = t.speaker_or_role();
             transcript.push_str(&format!("{who}: {}\n", t.content));
         }
         let instruction = format!(

@@ -86,7 +86,7 @@ pub fn request(turns: &[Turn], previous: Option<&str>, config: &SummaryConfig) -
 pub(crate) fn transcript(turns: &[Turn]) -> String {
     let mut data = String::from("<transcript>\n");
     for t in turns {
-        let who = t.speaker.as_deref().unwrap_or(t.role.as_str());
+        let who = t.speaker_or_role();
         data.push_str(&format!("{who}: {}\n", t.content.replace("</transcript>", "</ transcript>")));
     }
     data.push_str("</transcript>\n\n");

@@ -10,7 +10,7 @@ use regex::Regex;
 use serde::{Deserialize, Serialize};
 use strata_core::{Role, Timestamp, TokenCounter, Turn};
 
-use strata_text::{is_stopword, split, words, Specificity};
+use strata_text::{is_stopword, split_sentences, words, Specificity};
 
 /// What kind of fact a span is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -317,7 +317,7 @@ impl Registry {
             // The pinned system prompt is always in the context; it needs no registry entry.
             return;
         }
-        for s in split(index, turn) {
+        for s in split_sentences(index, turn) {
             let sentence_key = normalize(&s.text);
             let repeated = self.sentences.contains_key(&sentence_key);
             self.sentences.entry(sentence_key).or_insert(index);

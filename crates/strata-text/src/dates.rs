@@ -99,6 +99,24 @@ pub struct Resolved {
     pub means: String,
 }
 
+/// What the relative time expressions of `texts` meant when they were said at `ts`, as the note
+/// a quoted line opens with ("[yesterday = 7 May 2023; ...] "): read weeks later, "yesterday"
+/// no longer says when. Empty when they hold none. The one renderer of these notes.
+pub fn relative_note<'a>(texts: impl IntoIterator<Item = &'a str>, ts: Timestamp) -> String {
+    let notes: Vec<String> =
+        texts.into_iter().flat_map(|t| resolve_relative(t, ts)).map(|r| format!("{} = {}", r.phrase, r.means)).collect();
+    if notes.is_empty() {
+        String::new()
+    } else {
+        format!("[{}] ", notes.join("; "))
+    }
+}
+
+/// The line that opens a day in a quoted block: "[8 May 2023]".
+pub fn date_line(day: Date) -> String {
+    format!("[{day}]")
+}
+
 fn pattern() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {

@@ -4,7 +4,9 @@
 //! lowest crate that the store and the summarizers can share.
 
 pub mod dates;
+pub mod hash;
 pub mod sentences;
 
-pub use dates::{resolve_relative, Date, Resolved};
-pub use sentences::{is_stopword, split, split_turns, words, Sentence, Specificity};
+pub use hash::{hex, sha256_hex};
+pub use dates::{date_line, relative_note, resolve_relative, Date, Resolved};
+pub use sentences::{alnum_words, is_stopword, split_sentences, split_turns, value_words, words, Sentence, Specificity};

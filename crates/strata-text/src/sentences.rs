@@ -16,13 +16,13 @@ pub struct Sentence {
 
 /// Sentences of every turn, in order.
 pub fn split_turns(turns: &[Turn]) -> Vec<Sentence> {
-    turns.iter().enumerate().flat_map(|(i, t)| split(i, t)).collect()
+    turns.iter().enumerate().flat_map(|(i, t)| split_sentences(i, t)).collect()
 }
 
 /// Sentences of one turn. Fenced code blocks are one unit each; other text is split into
 /// lines, and lines into sentences at `.`, `!` or `?` followed by a space and a capital, a
 /// digit or a quote (so "e.g. this" and "3.5" stay whole).
-pub fn split(index: usize, turn: &Turn) -> Vec<Sentence> {
+pub fn split_sentences(index: usize, turn: &Turn) -> Vec<Sentence> {
     let mut out = Vec::new();
     let mut push = |text: &str, code: bool| {
         let text = text.trim();
@@ -84,7 +84,23 @@ fn is_code_line(line: &str) -> bool {
         || t.starts_with("    at ")
 }
 
-/// Lowercase words of at least two characters, for overlap measures.
+/// The runs of letters and digits, as written: what the lexical index, the question's content
+/// words and `specific` count as words ("OPS-3254" is "OPS" and "3254").
+pub fn alnum_words(text: &str) -> impl Iterator<Item = &str> + '_ {
+    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty())
+}
+
+/// The whitespace-separated words that hold a letter or digit, with the punctuation around them
+/// trimmed but not the punctuation inside, as written: a value such as "$6,500", "OPS-3254" or
+/// a path is one word. What salience measures the rarity of.
+pub fn value_words(text: &str) -> impl Iterator<Item = &str> + '_ {
+    text.split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && !matches!(c, '$' | '€' | '£' | '#' | '/' | '~')))
+        .filter(|w| w.chars().any(char::is_alphanumeric))
+}
+
+/// Lowercase words of at least two characters (`_` and `-` inside a word kept), for overlap
+/// measures.
 pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !c.is_alphanumeric() && c != '_' && c != '-')
         .filter(|w| w.chars().count() >= 2)
@@ -152,7 +168,7 @@ mod tests {
             Role::User,
             "We decided to use Rust, e.g. for the parser. Version 3.5 ships Friday! Why?\n```sh\ncargo build\n```\n$ make test\nDone.",
         );
-        let got: Vec<(String, bool)> = super::split(0, &t).into_iter().map(|s| (s.text, s.code)).collect();
+        let got: Vec<(String, bool)> = super::split_sentences(0, &t).into_iter().map(|s| (s.text, s.code)).collect();
         assert_eq!(
             got,
             vec![
