@@ -39,14 +39,6 @@ pub trait TokenCounter: Send + Sync {
         ChatFormat::OPENAI
     }
 
-    /// How rare `word` (lower case, no surrounding space) is in the text the tokenizer was
-    /// built from: 0 for its most common words, up to 1 for a word it has no single token
-    /// for; `None` when the counter cannot tell. BPE vocabularies add the most frequent
-    /// pieces first, so a word's token rank is a background frequency that needs no word list.
-    fn rarity(&self, _word: &str) -> Option<f32> {
-        None
-    }
-
     /// Tokens one chat message costs, framing included.
     ///
     /// Every field that is sent is counted: role, name, content, a tool result's call id, and

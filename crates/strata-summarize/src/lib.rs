@@ -8,20 +8,16 @@
 //! - [`keep`]: the keep-set check a summary must pass before it replaces turns.
 //! - [`abstractive`]: summaries written by a [`strata_core::Generator`], checked, with the
 //!   extractive summary as the fallback, and folding for hierarchical summaries.
-//! - [`notes`]: notes on what each speaker said, written by a generator at store time and
-//!   linked to their turns, for recall only (document expansion).
 
 pub mod abstractive;
 pub mod extractive;
 pub mod keep;
-pub mod notes;
 pub mod registry;
 pub mod salience;
 
 pub use abstractive::{request, runs, summarize, summarize_folded, Outcome, SummaryConfig, RUN_TOKENS};
 pub use extractive::{Extract, ExtractiveConfig, Kept, Profile};
 pub use keep::{check, Verdict};
-pub use notes::{notes_request, parse_notes, Note, NOTES_MAX_TOKENS};
 pub use registry::{extract, Fact, FactKind, Registry, Span};
 pub use salience::{Ranking, Salience, SalienceConfig, Salient, SALIENT_HEADING};
 

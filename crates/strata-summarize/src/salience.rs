@@ -9,14 +9,7 @@
 //! said once count for more than several merely uncommon ones. A word written as a name,
 //! capitalised where no sentence starts, weighs more (`names`, by the share of its uses written
 //! so): people, places, titles and products are what later questions ask about, and the spelling
-//! tells without a word list. Optionally (`background`, off by default: it helps chat and costs
-//! technical sessions) each word's IDF is weighed by how rare the word is outside the conversation,
-//! which the tokenizer knows without a word list: a word said once here but common everywhere
-//! ("awesome") tells less than one rare everywhere ("pottery"); long sentences may compete
-//! clause by clause (`clause_words`); and two statistics of form, also off by default, discount
-//! numbers, which are nearly always said once: a number weighed by the rarity of its shape
-//! (`shapes`), a sentence holding one by the rarity of its skeleton (`templates`: a table row
-//! repeated with new readings). Sentences are packed greedily into an allowance; a sentence's
+//! tells without a word list. Sentences are packed greedily into an allowance; a sentence's
 //! score is discounted by the share of its information already carried by sentences kept before it
 //! (`redundancy`), so the pack does not spend its budget on one fact said five ways. Kept sentences
 //! are shown in conversation order, one line per turn after its speaker, with a date line opening
@@ -29,55 +22,13 @@ use std::sync::Arc;
 
 use strata_core::{Role, TokenCounter, Turn};
 
-use strata_text::{is_stopword, resolve_relative, split, Date};
-
-/// The units whose rarity is measured (once lowercased): whitespace-separated, with the
-/// punctuation around them trimmed but not the punctuation inside, so that a value such as
-/// "$6,500", "OPS-3254" or a path counts as one rare word rather than as common pieces.
-fn words(text: &str) -> impl Iterator<Item = &str> + '_ {
-    text.split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric() && !matches!(c, '$' | '€' | '£' | '#' | '/' | '~')))
-        .filter(|w| w.chars().any(char::is_alphanumeric))
-}
+use strata_text::{date_line, is_stopword, relative_note, split_sentences, value_words, Date};
 
 /// A word written as a name: capitalised where a sentence does not start. English spells the
 /// pronoun "I" and its contractions so wherever they stand; that says nothing about a name.
 fn named(raw: &str, first: bool) -> bool {
     let pronoun = raw == "I" || raw.starts_with("I'") || raw.starts_with("I\u{2019}");
     !first && !pronoun && raw.chars().next().is_some_and(char::is_uppercase)
-}
-
-/// A long sentence cut into clauses at a comma, semicolon, colon or dash followed by a space
-/// (not before a digit: "May 8, 2023" stays whole); pieces under three words join the one
-/// before, so each clause keeps its words contiguous.
-fn clauses(sentence: &str, min_words: usize) -> Vec<String> {
-    if sentence.split_whitespace().count() < min_words {
-        return vec![sentence.to_string()];
-    }
-    let mut out: Vec<String> = Vec::new();
-    let mut start = 0;
-    let b = sentence.as_bytes();
-    let cut = |end: usize, next: usize, out: &mut Vec<String>, start: &mut usize| {
-        let piece = sentence[*start..end].trim();
-        if !piece.is_empty() {
-            match out.last_mut() {
-                Some(last) if piece.split_whitespace().count() < 3 || last.split_whitespace().count() < 3 => {
-                    last.push(' ');
-                    last.push_str(piece);
-                }
-                _ => out.push(piece.to_string()),
-            }
-        }
-        *start = next;
-    };
-    for i in 0..b.len() {
-        let sep = matches!(b[i], b',' | b';' | b':') || (b[i] == b'-' && i > 0 && b[i - 1] == b' ');
-        if sep && b.get(i + 1) == Some(&b' ') && !b.get(i + 2).is_some_and(u8::is_ascii_digit) {
-            cut(i + 1, i + 2, &mut out, &mut start);
-        }
-    }
-    cut(sentence.len(), sentence.len(), &mut out, &mut start);
-    out
 }
 
 /// A sentence and the bracketed aside that ends it ("... fun! [shares a photo: a dog on a
@@ -112,8 +63,9 @@ fn aside(sentence: &str) -> Vec<String> {
 /// The heading of the salient-sentences block.
 pub const SALIENT_HEADING: &str = "[Earlier in the conversation, the most specific statements, in their own words]";
 
-/// How sentences are scored and shown.
-#[derive(Debug, Clone, PartialEq)]
+/// How sentences are scored and shown: the config file's `[tiered.salience]` table.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SalienceConfig {
     /// A sentence's information sum is divided by its length in words to this power: 0 favours
     /// long sentences, 1 ranks by mean rarity, 0.5 in between.
@@ -125,15 +77,6 @@ pub struct SalienceConfig {
     pub dated: bool,
     /// Sentences with fewer content words are not candidates ("ok", "thanks!").
     pub min_words: usize,
-    /// How much a word's rarity outside the conversation (the tokenizer's
-    /// [`TokenCounter::rarity`], 0 to 1) weighs its IDF: the weight is `1 - b + b * rarity`,
-    /// so 0 ignores it and 1 multiplies by it. Counters that cannot tell leave IDF alone.
-    pub background: f64,
-    /// Sentences of at least this many words compete clause by clause (cut at a comma,
-    /// semicolon, colon or dash before a word), so a kept sentence's filler clauses can be
-    /// left out while each clause stays whole; 0 keeps sentences whole. Applied where the
-    /// candidates are made ([`Salience::for_config`]), not at selection.
-    pub clause_words: usize,
     /// A bracketed aside that ends a sentence ("[shares a photo: ...]", a note) of at least
     /// three words is a candidate of its own, so a sentence is not kept or dropped with it.
     /// Applied where the candidates are made ([`Salience::for_config`]).
@@ -146,25 +89,6 @@ pub struct SalienceConfig {
     /// is; above 1 a word used once outweighs several merely uncommon ones, so a sentence
     /// that states a one-off value outranks one made of uncommon topic words.
     pub rarity_exponent: f64,
-    /// How much a word holding a digit is weighed by how rare its *shape* is rather than the
-    /// word itself: the IDF used is `idf(word)^(1 - shapes) * idf(shape)^shapes`, where a
-    /// shape writes every run of digits as `0` and every run of letters as `a` ("57.7" and
-    /// "12.5" are both `0.0`, "OPS-3254" is `a-0`). A number is nearly always said once, so
-    /// its own IDF is always the highest; where numbers of its shape are everywhere (a table
-    /// of readings in every other turn) that tells little, and its shape says so. 0 ignores
-    /// shapes. Shapes are counted where the candidates are made ([`Salience::for_config`]),
-    /// only when this or `templates` is above 0.
-    pub shapes: f64,
-    /// How much a sentence made by a template loses: its score is multiplied by
-    /// `(idf(skeleton) / ln(sentences))^templates`, where the skeleton writes each word as `a`
-    /// (a run of them as one), each word holding a digit as its shape, and keeps punctuation
-    /// ("| landing page | 57.7 | 56.7 |" is `| a | 0.0 | 0.0 |`). A table row, a log line or a
-    /// status report repeated with new values shares its skeleton with its siblings; a
-    /// sentence someone wrote once almost never does. Only sentences holding a number are
-    /// discounted: a template's other words recur, so their own IDF already tells, while each
-    /// new number in it is said once and looks as rare as a planted value. 0 ignores skeletons.
-    /// Skeletons are counted where the candidates are made ([`Salience::for_config`]).
-    pub templates: f64,
 }
 
 impl Default for SalienceConfig {
@@ -174,14 +98,29 @@ impl Default for SalienceConfig {
             redundancy: 0.5,
             dated: true,
             min_words: 2,
-            background: 0.0,
-            clause_words: 0,
             asides: true,
             names: 3.0,
             rarity_exponent: 3.0,
-            shapes: 0.0,
-            templates: 0.0,
         }
+    }
+}
+
+impl SalienceConfig {
+    /// Every value in its range, or a message naming the first that is not (as the config
+    /// file's `[tiered.salience]` key).
+    pub fn validate(&self) -> Result<(), String> {
+        let ranges = [
+            ("redundancy", self.redundancy, 0.0, 1.0),
+            ("length_exponent", self.length_exponent, 0.0, 2.0),
+            ("rarity_exponent", self.rarity_exponent, 0.25, 8.0),
+            ("names", self.names, 0.0, 100.0),
+        ];
+        for (name, v, lo, hi) in ranges {
+            if !(lo..=hi).contains(&v) {
+                return Err(format!("tiered.salience: `{name}` must be between {lo} and {hi}, not {v}"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -196,9 +135,6 @@ struct Candidate {
     words: Vec<u32>,
     /// All words, for the length.
     length: usize,
-    /// Its skeleton's id (see [`SalienceConfig::templates`]), counted in [`Salience::df`];
-    /// `None` where forms are not counted.
-    skeleton: Option<u32>,
 }
 
 /// What a kept sentence's turn adds to the block besides the sentence: its speaker, and the
@@ -221,33 +157,24 @@ pub struct Salience {
     /// By word id: how often it was used, and how often written as a name.
     uses: Vec<u32>,
     named: Vec<u32>,
-    /// By word id: for a word holding a digit, the id of its shape (interned as a word of
-    /// its own, never a candidate's word), whose document frequency is counted beside it.
-    shape: Vec<Option<u32>>,
     sentences: u32,
     candidates: Vec<Candidate>,
     /// By turn index, for every turn added.
     meta: Vec<TurnMeta>,
-    /// Sentences of at least this many words are candidates clause by clause (0: never).
-    clause_words: usize,
     /// Bracketed asides at the end of a sentence are candidates of their own.
     asides: bool,
-    /// Shapes and skeletons are counted (`shapes` or `templates` above 0): a string per
-    /// sentence and per number that the default scoring does not read.
-    forms: bool,
-    /// What the counter said about candidates, turns and words, kept across rankings: a live
+    /// What the counter said about candidates and turns, kept across rankings: a live
     /// memory ranks again after every turn, from nearly the same candidates.
     memo: Memo,
 }
 
-/// Token counts of candidates (by index), of turns' speaker and date lines (by turn), and
-/// rarities of words (by id), for one counter.
+/// Token counts of candidates (by index) and of turns' speaker and date lines (by turn), for
+/// one counter.
 #[derive(Debug, Default, Clone)]
 struct MemoInner {
     counter: String,
     cost: Vec<Option<usize>>,
     lines: Vec<Option<(usize, usize)>>,
-    rarity: Vec<Option<Option<f32>>>,
 }
 
 #[derive(Debug, Default)]
@@ -308,8 +235,7 @@ impl Salience {
         Salience::for_config(&SalienceConfig::default())
     }
 
-    /// Candidates made as `config` says (its `clause_words` and `asides`; the rest is read
-    /// when ranking).
+    /// Candidates made as `config` says (its `asides`; the rest is read when ranking).
     pub fn for_config(config: &SalienceConfig) -> Salience {
         Salience {
             ids: HashMap::new(),
@@ -317,13 +243,10 @@ impl Salience {
             df: Vec::new(),
             uses: Vec::new(),
             named: Vec::new(),
-            shape: Vec::new(),
             sentences: 0,
             candidates: Vec::new(),
             meta: Vec::new(),
-            clause_words: config.clause_words,
             asides: config.asides,
-            forms: config.shapes > 0.0 || config.templates > 0.0,
             memo: Memo::default(),
         }
     }
@@ -340,25 +263,17 @@ impl Salience {
         if self.meta.len() <= index {
             self.meta.resize(index + 1, TurnMeta::default());
         }
-        self.meta[index] = TurnMeta { speaker: speaker(turn), day: turn.timestamp.map(Date::of) };
-        let (clause_words, asides) = (self.clause_words, self.asides);
-        let units: Vec<String> = split(index, turn)
+        self.meta[index] = TurnMeta { speaker: turn.speaker_or_role().to_string(), day: turn.timestamp.map(Date::of) };
+        let asides = self.asides;
+        let units: Vec<String> = split_sentences(index, turn)
             .into_iter()
-            .flat_map(|s| {
-                if s.code {
-                    return vec![s.text];
-                }
-                let parts = if asides { aside(&s.text) } else { vec![s.text] };
-                parts
-                    .into_iter()
-                    .flat_map(|p| if clause_words == 0 { vec![p] } else { clauses(&p, clause_words) })
-                    .collect()
-            })
+            .flat_map(|s| if s.code || !asides { vec![s.text] } else { aside(&s.text) })
             .collect();
         for (order, text) in units.into_iter().enumerate() {
             let mut all = 0;
             let mut distinct: Vec<u32> = Vec::new();
-            for (i, raw) in words(&text).enumerate() {
+            // Value words (once lowercased): "$6,500" counts as one rare word, not common pieces.
+            for (i, raw) in value_words(&text).enumerate() {
                 all += 1;
                 let w = raw.to_lowercase();
                 if is_stopword(&w) {
@@ -374,21 +289,8 @@ impl Salience {
             distinct.sort_unstable();
             distinct.dedup();
             self.sentences += 1;
-            let mut shapes: Vec<u32> = Vec::new();
             for &w in &distinct {
                 self.df[w as usize] += 1;
-                if let Some(shape) = self.shape[w as usize] {
-                    shapes.push(shape);
-                }
-            }
-            shapes.sort_unstable();
-            shapes.dedup();
-            for shape in shapes {
-                self.df[shape as usize] += 1;
-            }
-            let skeleton = self.forms.then(|| self.intern(&skeleton_of(&text)));
-            if let Some(skeleton) = skeleton {
-                self.df[skeleton as usize] += 1;
             }
             if !pinned {
                 self.candidates.push(Candidate {
@@ -397,7 +299,6 @@ impl Salience {
                     text: Arc::from(text),
                     words: distinct,
                     length: all,
-                    skeleton,
                 });
             }
         }
@@ -413,13 +314,6 @@ impl Salience {
         self.df.push(0);
         self.uses.push(0);
         self.named.push(0);
-        self.shape.push(None);
-        // Shapes and skeletons are written with a leading space, which no word holds, so they
-        // never meet a word.
-        if self.forms && !w.starts_with(' ') && w.chars().any(|c| c.is_ascii_digit()) {
-            let shape = self.intern(&shape_of(w));
-            self.shape[id as usize] = Some(shape);
-        }
         id
     }
 
@@ -434,29 +328,16 @@ impl Salience {
         }
         memo.cost.resize(self.candidates.len(), None);
         memo.lines.resize(self.meta.len(), None);
-        memo.rarity.resize(self.words.len(), None);
-        // Each word's weight once per ranking: its IDF among the sentences added so far,
-        // times its rarity outside the conversation where that weighs anything (asked of
-        // the tokenizer once per word, ever).
+        // Each word's weight once per ranking: its IDF among the sentences added so far.
         let n = self.sentences.max(1) as f32;
-        let b = config.background as f32;
-        let shapes = config.shapes as f32;
-        let idf_of = |w: usize| (n / self.df[w].max(1) as f32).ln().max(0.0);
         let weight: Vec<f32> = (0..self.words.len())
             .map(|w| {
-                let mut idf = idf_of(w);
-                if let (Some(shape), true) = (self.shape[w], shapes > 0.0) {
-                    idf = idf.powf(1.0 - shapes) * idf_of(shape as usize).powf(shapes);
-                }
+                let idf = (n / self.df[w].max(1) as f32).ln().max(0.0);
                 let mut idf = idf.powf(config.rarity_exponent as f32);
                 if config.names > 0.0 {
                     idf *= 1.0 + config.names as f32 * self.named[w] as f32 / self.uses[w].max(1) as f32;
                 }
-                if b == 0.0 || idf == 0.0 {
-                    return idf;
-                }
-                let r = *memo.rarity[w].get_or_insert_with(|| counter.rarity(&self.words[w]));
-                idf * r.map_or(1.0, |r| 1.0 - b + b * r.clamp(0.0, 1.0))
+                idf
             })
             .collect();
         let pool: Vec<usize> = (0..self.candidates.len())
@@ -467,20 +348,10 @@ impl Salience {
             .collect();
         let total: Vec<f32> =
             pool.iter().map(|&i| self.candidates[i].words.iter().map(|&w| weight[w as usize]).sum()).collect();
-        let ln_n = n.ln().max(f32::EPSILON);
         let base: Vec<f32> = pool
             .iter()
             .zip(&total)
-            .map(|(&i, t)| {
-                let c = &self.candidates[i];
-                let mut score = t / (c.length.max(1) as f32).powf(config.length_exponent as f32);
-                if let (Some(skeleton), true) = (c.skeleton, config.templates > 0.0) {
-                    if c.words.iter().any(|&w| self.shape[w as usize].is_some()) {
-                        score *= (idf_of(skeleton as usize) / ln_n).clamp(0.0, 1.0).powf(config.templates as f32);
-                    }
-                }
-                score
-            })
+            .map(|(&i, t)| t / (self.candidates[i].length.max(1) as f32).powf(config.length_exponent as f32))
             .collect();
         let mut heap: BinaryHeap<(Score, usize)> = base.iter().enumerate().map(|(k, &s)| (Score(s), k)).collect();
         let mut covered = vec![false; self.words.len()];
@@ -505,7 +376,7 @@ impl Salience {
             let tokens = *memo.cost[pool[k]].get_or_insert_with(|| counter.count(&c.text));
             let meta = &self.meta[c.turn];
             let (line_tokens, day_tokens) = *memo.lines[c.turn].get_or_insert_with(|| {
-                let day = meta.day.map_or(0, |d| counter.count(&format!("[{d}]")) + 2);
+                let day = meta.day.map_or(0, |d| counter.count(&date_line(d)) + 2);
                 (counter.count(&meta.speaker) + 2, day)
             });
             items.push(Ranked {
@@ -634,70 +505,6 @@ impl Ranking {
     }
 }
 
-/// A sentence's skeleton: each whitespace-separated word as `a` (a run of them as one), a word
-/// holding a digit as its shape, anything without a letter or digit as it is, after two spaces
-/// (see [`SalienceConfig::templates`]).
-fn skeleton_of(sentence: &str) -> String {
-    let mut out = String::from("  ");
-    let mut last_word = false;
-    for raw in sentence.split_whitespace() {
-        let core = raw.trim_matches(|c: char| !c.is_alphanumeric());
-        let (lead, trail) = match raw.find(core) {
-            Some(at) if !core.is_empty() => (&raw[..at], &raw[at + core.len()..]),
-            _ => (raw, ""),
-        };
-        let word = if core.is_empty() {
-            None
-        } else if core.chars().any(|c| c.is_ascii_digit()) {
-            Some(shape_of(&core.to_lowercase())[1..].to_string())
-        } else {
-            Some("a".to_string())
-        };
-        if !lead.is_empty() {
-            out.push_str(lead);
-            out.push(' ');
-            last_word = false;
-        }
-        if let Some(word) = word {
-            if !(word == "a" && last_word && lead.is_empty()) {
-                out.push_str(&word);
-                out.push(' ');
-            }
-            last_word = word == "a" && trail.is_empty();
-        }
-        if !trail.is_empty() {
-            out.push_str(trail);
-            out.push(' ');
-        }
-    }
-    out
-}
-
-/// A word's shape: every run of digits as `0`, every run of letters as `a`, anything else as
-/// it is, after a space (see [`SalienceConfig::shapes`]).
-fn shape_of(word: &str) -> String {
-    let mut out = String::from(" ");
-    let mut last = None;
-    for c in word.chars() {
-        let class = if c.is_ascii_digit() {
-            '0'
-        } else if c.is_alphabetic() {
-            'a'
-        } else {
-            c
-        };
-        if last != Some(class) || !matches!(class, '0' | 'a') {
-            out.push(class);
-        }
-        last = Some(class);
-    }
-    out
-}
-
-fn speaker(turn: &Turn) -> String {
-    turn.speaker.clone().unwrap_or_else(|| turn.role.as_str().to_string())
-}
-
 /// One line per turn (its speaker, the relative dates its kept sentences use, the sentences,
 /// " … " where sentences between them were left out), a date line opening each day.
 fn render(turns: &[Turn], shown: &[(&Ranked, Option<&String>)], config: &SalienceConfig) -> String {
@@ -714,23 +521,17 @@ fn render(turns: &[Turn], shown: &[(&Ranked, Option<&String>)], config: &Salienc
         if config.dated {
             if let Some(d) = turn.timestamp.map(Date::of) {
                 if last_day != Some(d) {
-                    text.push_str(&format!("\n[{d}]"));
+                    text.push('\n');
+                    text.push_str(&date_line(d));
                     last_day = Some(d);
                 }
             }
         }
         text.push('\n');
-        text.push_str(&speaker(turn));
+        text.push_str(turn.speaker_or_role());
         text.push_str(": ");
         if let (true, Some(ts)) = (config.dated, turn.timestamp) {
-            let notes: Vec<String> = shown[k..end]
-                .iter()
-                .flat_map(|(r, _)| resolve_relative(&r.text, ts))
-                .map(|r| format!("{} = {}", r.phrase, r.means))
-                .collect();
-            if !notes.is_empty() {
-                text.push_str(&format!("[{}] ", notes.join("; ")));
-            }
+            text.push_str(&relative_note(shown[k..end].iter().map(|(r, _)| &*r.text), ts));
         }
         for (j, (r, note)) in shown[k..end].iter().enumerate() {
             if j > 0 {
@@ -769,7 +570,7 @@ mod tests {
     use strata_core::{Role, Timestamp, TokenCounter, Turn};
     use strata_tokens::Tiktoken;
 
-    use super::{aside, clauses, named, Salience, SalienceConfig, SALIENT_HEADING};
+    use super::{aside, named, Salience, SalienceConfig, SALIENT_HEADING};
 
     /// A conversation of boilerplate that recurs with new numbers, with two facts said once:
     /// one by the user, one by the assistant inside a code block, neither in a phrasing any
@@ -800,12 +601,7 @@ mod tests {
     }
 
     fn salience(turns: &[Turn]) -> Salience {
-        counted(turns, &SalienceConfig::default())
-    }
-
-    /// The statistics as `config` has them counted (shapes and skeletons only where it reads them).
-    fn counted(turns: &[Turn], config: &SalienceConfig) -> Salience {
-        let mut s = Salience::for_config(config);
+        let mut s = Salience::new();
         for (i, t) in turns.iter().enumerate() {
             s.add_turn(i, t);
         }
@@ -856,42 +652,6 @@ mod tests {
             "{}",
             got.text
         );
-    }
-
-    #[test]
-    fn clauses_cut_at_punctuation_keep_values_whole_and_let_filler_go() {
-        let long = "well, honestly, after all the back and forth this week, the quokka cluster reboots \
-                    nightly at 03:10 on May 8, 2027; blame Ferdinand - and the dashboards look fine";
-        let cut = clauses(long, 8);
-        assert_eq!(
-            cut,
-            [
-                "well, honestly, after all the back and forth this week,",
-                "the quokka cluster reboots nightly at 03:10 on May 8, 2027;",
-                "blame Ferdinand -",
-                "and the dashboards look fine",
-            ]
-        );
-        assert_eq!(cut.join(" ").split_whitespace().collect::<Vec<_>>(), long.split_whitespace().collect::<Vec<_>>());
-        assert_eq!(clauses("a short one, really", 8), ["a short one, really"]);
-
-        // With clauses the fact's clause is kept without the filler before it; whole
-        // sentences keep the filler with the fact, or neither. (Names not weighed, so that
-        // only the cut decides.)
-        let mut turns = conversation();
-        turns[20].content = long.to_string();
-        let counter = Tiktoken::o200k();
-        let none = |_: usize, _: &str| None;
-        let config = SalienceConfig { names: 0.0, ..SalienceConfig::default() };
-        let mut by_clause = Salience::for_config(&SalienceConfig { clause_words: 8, ..SalienceConfig::default() });
-        for (i, t) in turns.iter().enumerate() {
-            by_clause.add_turn(i, t);
-        }
-        let got = by_clause.select(&turns, 0..turns.len(), 60, &counter, &config, &none).unwrap();
-        assert!(got.text.contains("the quokka cluster reboots nightly at 03:10 on May 8, 2027;"), "{}", got.text);
-        assert!(!got.text.contains("back and forth"), "{}", got.text);
-        let whole = salience(&turns).select(&turns, 0..turns.len(), 60, &counter, &config, &none).unwrap();
-        assert_eq!(whole.text.contains("03:10"), whole.text.contains("back and forth"), "{}", whole.text);
     }
 
     #[test]
@@ -963,52 +723,5 @@ mod tests {
         };
         assert_eq!(first(1.0), "harbour ferry lighthouse pier");
         assert_eq!(first(3.0), "dashboard looked fine, quokka");
-    }
-
-    #[test]
-    fn shapes_tell_a_reading_among_many_from_a_value_of_its_own_kind() {
-        assert_eq!(super::shape_of("57.7"), " 0.0");
-        assert_eq!(super::shape_of("ops-3254"), " a-0");
-        assert_eq!(super::shape_of("s3://a/b_v14.parquet"), " a0://a/a_a0.a");
-        // Every turn reports two readings of the form 0.0, new numbers each time; one turn
-        // gives two quotas, numbers of a shape said nowhere else, in a sentence a word
-        // longer. By the words alone every number is said once, and the shorter sentences
-        // win; by their shapes, the quotas are the rarer.
-        let mut turns = conversation();
-        for (i, t) in turns.iter_mut().enumerate() {
-            t.content = format!("latency {}.{} {}.{}", 40 + i, i % 7, 140 + i, i % 3);
-        }
-        turns[30].content = "the latency 12k/day 9k/day".to_string();
-        let rank_of = |shapes: f64, turn: usize| {
-            let config =
-                SalienceConfig { shapes, templates: 0.0, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
-            let ranking = counted(&turns, &config).rank(0..turns.len(), &Tiktoken::o200k(), &config);
-            ranking.items.iter().position(|r| r.turn == turn).unwrap()
-        };
-        assert!(rank_of(0.0, 30) > 0, "without shapes, the readings come first");
-        assert_eq!(rank_of(1.0, 30), 0, "with shapes, the quotas come first");
-    }
-
-    #[test]
-    fn a_sentence_made_by_a_template_yields_to_one_written_once() {
-        assert_eq!(super::skeleton_of("| landing page | 57.7 | 56.7 |"), "  | a | 0.0 | 0.0 | ");
-        assert_eq!(super::skeleton_of("| crash rate | 4.2 | 3.9 |"), super::skeleton_of("| errors | 41.3 | 40.3 |"));
-        assert_eq!(super::skeleton_of("Re-ran the cell."), "  a . ");
-        // A table row of two new readings in every other turn, and one sentence, written once,
-        // stating a value among words used elsewhere. The rows' numbers are each said once,
-        // as the value is, and the rows are shorter; as a template's output they yield.
-        let mut turns = conversation();
-        for (i, t) in turns.iter_mut().enumerate().filter(|(i, _)| i % 2 == 1) {
-            t.content = format!("| p99 latency | {}.{} | {}.{} |", 40 + i, i % 7, 140 + i, i % 3);
-        }
-        turns[30].content = "the dashboard looked fine, quota 48".to_string();
-        // Of the rows and the sentence, which comes first.
-        let first = |templates: f64| {
-            let config = SalienceConfig { templates, redundancy: 0.0, names: 0.0, ..SalienceConfig::default() };
-            let ranking = counted(&turns, &config).rank(0..turns.len(), &Tiktoken::o200k(), &config);
-            ranking.items.iter().find(|r| r.turn % 2 == 1 || r.turn == 30).unwrap().turn
-        };
-        assert_eq!(first(0.0) % 2, 1, "without templates, a row comes first");
-        assert_eq!(first(0.5), 30, "discounting templates, the sentence written once comes first");
     }
 }

@@ -68,19 +68,6 @@ impl TokenCounter for Tiktoken {
         // APIs do with message content.
         self.bpe.encode_ordinary(text).len()
     }
-
-    fn rarity(&self, word: &str) -> Option<f32> {
-        // Word-initial tokens carry their space; ranks below 256 are single bytes.
-        let ids = self.bpe.encode_ordinary(&format!(" {word}"));
-        let vocab = match self.encoding {
-            Encoding::O200kBase => 200_000.0_f32,
-            Encoding::Cl100kBase => 100_000.0,
-        };
-        Some(match ids.as_slice() {
-            [id] => ((*id as f32).max(256.0) / 256.0).ln() / (vocab / 256.0).ln(),
-            _ => 1.0,
-        })
-    }
 }
 
 /// Counts with a Hugging Face `tokenizer.json`, without the model's special tokens.

@@ -100,20 +100,3 @@ fn hf_tokenizer_json_counts_without_special_tokens() {
     assert_eq!(counter.count("hello world, again"), 4);
     std::fs::remove_dir_all(&dir).unwrap();
 }
-
-#[test]
-fn rarity_follows_vocabulary_rank() {
-    for counter in [Tiktoken::o200k(), Tiktoken::cl100k()] {
-        let r = |w: &str| counter.rarity(w).unwrap();
-        // Function words come first in the merges, everyday words later, rare ones later still
-        // or not at all (a word split into pieces is as rare as it gets).
-        assert!(r("the") < r("awesome"), "{}", counter.name());
-        assert!(r("awesome") < r("pottery"), "{}", counter.name());
-        assert_eq!(r("ops-3254"), 1.0);
-        assert_eq!(r("kubectl-rollout"), 1.0);
-        for w in ["the", "a", "of", "pottery", "é", "🙂", ""] {
-            assert!((0.0..=1.0).contains(&r(w)), "{w}: {}", r(w));
-        }
-    }
-    assert_eq!(Estimate.rarity("pottery"), None);
-}

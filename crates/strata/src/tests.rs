@@ -46,7 +46,7 @@ impl Embedder for Words {
 }
 
 fn parts(generator: Option<Arc<dyn Generator>>) -> Parts {
-    Parts { counter: counter(), embedder: Some(Arc::new(Words)), generator, enricher: None }
+    Parts { counter: counter(), embedder: Some(Arc::new(Words)), generator }
 }
 
 const HOUR: i64 = 3600;
@@ -623,7 +623,7 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = MemoryConfig::new("c");
     config.path = Some(dir.path().join("m.db"));
-    let with = |e: Arc<dyn Embedder>| Parts { counter: counter(), embedder: Some(e), generator: None, enricher: None };
+    let with = |e: Arc<dyn Embedder>| Parts { counter: counter(), embedder: Some(e), generator: None };
     {
         let mut m = Memory::open(config.clone(), with(Arc::new(Words))).unwrap();
         for t in day() {
@@ -633,7 +633,7 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     let err = Memory::open(config.clone(), with(Arc::new(Reversed))).unwrap_err();
     assert!(err.to_string().contains("written by test-bag-of-words, not test-reversed"), "{err}");
     // Without an embedder the store is still readable, by words.
-    Memory::open(config.clone(), Parts { counter: counter(), embedder: None, generator: None, enricher: None })
+    Memory::open(config.clone(), Parts { counter: counter(), embedder: None, generator: None })
         .unwrap();
 
     let store = strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap();
@@ -778,33 +778,6 @@ fn bursts_end_at_another_speaker_a_pause_a_tool_call_or_the_cap() {
     let mut g = Grouping::default();
     g.extend(&monologue, &[[60, 70]; 7], &recall, 200);
     assert_eq!(g.bursts, [0, 0, 0, 1, 1, 1, 2]);
-}
-
-#[test]
-fn phrase_vectors_add_a_ranking_and_a_reopened_memory_ranks_alike() {
-    let dir = tempfile::tempdir().unwrap();
-    let question = "Which dog was adopted from the shelter?";
-    let with = |phrases: f64, path: Option<std::path::PathBuf>, push: bool| {
-        let mut c = config(2000);
-        c.layout.tiered.phrases = phrases;
-        c.path = path;
-        let mut m = Memory::open(c, parts(None)).unwrap();
-        if push {
-            m.push_all(&bursty()).unwrap();
-        }
-        let hits = m.recall(question, 5).unwrap();
-        hits.iter().map(|h| (h.turn.id.clone(), h.score)).collect::<Vec<_>>()
-    };
-    let off = with(0.0, None, true);
-    let on = with(2.0, None, true);
-    assert_ne!(off, on, "the phrase ranking is added to the others");
-    assert_eq!(on[0].0, "t1", "{on:?}");
-    // Phrases are derived data: a memory reopened from its store indexes them again.
-    let path = dir.path().join("m.db");
-    let live = with(2.0, Some(path.clone()), true);
-    let reopened = with(2.0, Some(path), false);
-    assert_eq!(live, reopened);
-    assert_eq!(live, on);
 }
 
 /// The whole-conversation computation that the memory's turn-by-turn updates replaced: after
@@ -961,78 +934,4 @@ proptest! {
     fn turn_by_turn_equals_the_whole_conversation_computation(turns in arb_stream(), budget in 200usize..1500) {
         same_as_whole(&turns, budget, "what did we decide about the deploy script?");
     }
-}
-
-/// Writes notes as a model would: for a span that mentions pottery, a line that names the
-/// hobby (a word no turn holds) beside words the turn does hold. Counts its calls.
-#[derive(Debug, Default)]
-struct NoteTaker {
-    calls: Mutex<usize>,
-}
-
-impl Generator for NoteTaker {
-    fn model_id(&self) -> &str {
-        "note-taker"
-    }
-    fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
-        *self.calls.lock().unwrap() += 1;
-        let prompt = &request.messages[1].content;
-        let text = if prompt.contains("pottery") { "Mel: hobby - pottery class" } else { "Caro: sports - the game" };
-        Ok(Generation { text: text.to_string(), prompt_tokens: 0, generated_tokens: 0 })
-    }
-}
-
-/// Two sessions three hours apart; the question "Which hobby does Mel enjoy?" shares words
-/// with two turns about other things, and none with the one that answers it.
-fn hobbies() -> Vec<Turn> {
-    let lines: [(i64, &str, &str); 5] = [
-        (0, "Mel", "I signed up for a pottery class, the clay is so soft."),
-        (1, "Caro", "Nice! How are the kids?"),
-        (2, "Mel", "They enjoy the new school a lot."),
-        (3 * 180, "Caro", "Did you see the game last night?"),
-        (3 * 180 + 1, "Mel", "Yes, what a finish, I enjoy watching it."),
-    ];
-    lines
-        .iter()
-        .enumerate()
-        .map(|(i, (minute, who, text))| {
-            let role = if *who == "Caro" { Role::User } else { Role::Assistant };
-            let mut t = Turn::new(format!("h{i}"), role, *text).with_speaker(*who);
-            t.timestamp = Some(Timestamp(T0 + minute * 60));
-            t
-        })
-        .collect()
-}
-
-#[test]
-fn notes_written_at_store_time_bring_a_turn_the_question_shares_no_words_with() {
-    let question = "Which hobby does Mel enjoy?";
-    let run = |weight: f64, enricher: Option<Arc<dyn Generator>>| {
-        let mut c = config(2000);
-        c.layout.tiered.notes = weight;
-        let mut m = Memory::open(c, Parts { enricher, ..parts(None) }).unwrap();
-        m.push_all(&hobbies()).unwrap();
-        m.settle();
-        let hits: Vec<String> = m.recall(question, 5).unwrap().into_iter().map(|h| h.turn.id).collect();
-        let context = m.context(2000, Some(question)).unwrap().render_text();
-        (hits, context, m.take_notes())
-    };
-    let (without, _, _) = run(0.0, None);
-    assert_ne!(without[0], "h0", "the words alone do not reach it: {without:?}");
-    let taker = Arc::new(NoteTaker::default());
-    let (with, context, notes) = run(2.0, Some(taker.clone()));
-    assert_eq!(with[0], "h0", "{with:?}");
-    // One request per session: the first when the second began, the open one at settle.
-    assert_eq!(*taker.calls.lock().unwrap(), 2);
-    assert!(notes.is_empty(), "{notes:?}");
-    // Notes find turns; they are never shown.
-    assert!(!context.contains("pottery class\n") && !context.contains("hobby - pottery"), "{context}");
-    // Weight 0 writes nothing, whatever the model.
-    let idle = Arc::new(NoteTaker::default());
-    assert_eq!(run(0.0, Some(idle.clone())).0, without);
-    assert_eq!(*idle.calls.lock().unwrap(), 0);
-    // A model that fails leaves recall as it was, and says so.
-    let (broken, _, notes) = run(2.0, Some(Arc::new(Broken)));
-    assert_eq!(broken, without);
-    assert!(notes.iter().any(|n| n.starts_with("turn h0: no notes (")), "{notes:?}");
 }
