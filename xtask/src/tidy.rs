@@ -15,6 +15,11 @@ const BINARY_ONLY_DEPS: &[&str] = &["anyhow", "clap"];
 /// `strata-py` is the Python extension module: an edge like the CLI, whose errors end as
 /// Python exceptions.
 const NOT_LIBRARIES: &[&str] = &["strata-cli", "strata-eval", "xtask", "strata-benches", "strata-py"];
+/// The harness, and the only packages that may depend on it: its two front ends (`strata eval`,
+/// `strata.eval`). A server or a library user links no benchmark code, and models are opened
+/// by `strata-models`, not by the harness.
+const HARNESS: &str = "strata-eval";
+const HARNESS_USERS: &[&str] = &["strata-cli", "strata-py"];
 
 /// Every problem found, one line each; empty when the tree is tidy.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
@@ -74,6 +79,11 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                     if name != MODEL_CRATE && MODEL_DEPS.contains(&dep.as_str()) {
                         problems.push(format!(
                             "{at}: {name} depends on {dep}; only {MODEL_CRATE} knows candle and model weights"
+                        ));
+                    }
+                    if dep == HARNESS && !HARNESS_USERS.contains(&name.as_str()) {
+                        problems.push(format!(
+                            "{at}: {name} depends on the harness ({HARNESS}); only {} may", HARNESS_USERS.join(" and ")
                         ));
                     }
                     if !NOT_LIBRARIES.contains(&name.as_str()) && BINARY_ONLY_DEPS.contains(&dep.as_str()) {
@@ -189,7 +199,7 @@ mod tests {
         std::fs::write(krate.join("src/lib.rs"), "fn x() {}\n").unwrap();
         std::fs::write(
             krate.join("Cargo.toml"),
-            "[package]\nname = \"strata-foo\"\n[dependencies]\nanyhow = \"1\"\ncandle-core = { workspace = true }\n",
+            "[package]\nname = \"strata-foo\"\n[dependencies]\nanyhow = \"1\"\ncandle-core = { workspace = true }\nstrata-eval = { workspace = true }\n",
         )
         .unwrap();
         for extra in ["eval", "xtask", "benches"] {
@@ -207,6 +217,7 @@ mod tests {
         assert!(text.contains("anyhow sets its own version"), "{text}");
         assert!(text.contains("only strata-candle knows candle"), "{text}");
         assert!(text.contains("library strata-foo depends on anyhow"), "{text}");
+        assert!(text.contains("strata-foo depends on the harness (strata-eval)"), "{text}");
         assert!(text.contains("ARCHITECTURE.md: does not mention crate strata-foo"), "{text}");
         assert!(text.contains("missing `[lints] workspace = true`"), "{text}");
     }

@@ -32,7 +32,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         BadInput(format!("unknown method `{}`: expected combined, depth, fixed, depth-W-C or fixed-T", args.method))
     })?;
     let loaded = load(&args.input)?;
-    let embedder = strata_eval::embeddings(&args.embedder, &crate::models::dir(args.models_dir.as_deref()))?;
+    let embedder = strata_models::cached_embedder(&args.embedder, &crate::models::dir(args.models_dir.as_deref()))?;
     let mut out = String::new();
     for c in &loaded.conversations {
         let boundaries = strata_topic::detect(&c.turns, &*embedder, &config)?;

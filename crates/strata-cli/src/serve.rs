@@ -64,10 +64,6 @@ pub(crate) struct Args {
     /// extractively; summaries are made in the background either way.
     #[arg(long, value_name = "NAME|PATH")]
     summary_model: Option<String>,
-    /// A model that writes notes on each closed session in the background, for recall (the
-    /// same names as --summary-model); weighed by `[tiered] notes` in --config.
-    #[arg(long, value_name = "NAME|PATH")]
-    notes_model: Option<String>,
     /// Counts every budget: o200k, cl100k, or a tokenizer.json (the model's own is exact).
     #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
     tokenizer: String,
@@ -148,16 +144,15 @@ pub(crate) fn run(args: Args) -> Result<String> {
     let bound = store.embedder()?.map(|(model, _)| model);
     let embedder = match args.embedder.as_deref() {
         Some("none") => None,
-        Some(name) => Some(strata_eval::embeddings(name, &models)?),
+        Some(name) => Some(strata_models::embedder(name, &models)?),
         // Model ids are the model's folder name (with `+int8` for 8-bit vectors).
-        None => Some(strata_eval::embeddings(
+        None => Some(strata_models::embedder(
             bound.as_deref().and_then(|m| m.split('+').next()).unwrap_or("minilm"),
             &models,
         )?),
     };
     let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
-    let enricher = crate::models::generator(args.notes_model.as_deref(), args.models_dir.as_deref())?;
-    let parts = Parts { counter: strata_tokens::from_spec(&args.tokenizer)?, embedder, generator, enricher };
+    let parts = Parts { counter: strata_tokens::from_spec(&args.tokenizer)?, embedder, generator };
     let db = store.location().to_string();
     strata_server::run(config, store, parts, |addr| {
         #[allow(clippy::print_stderr)]

@@ -61,11 +61,11 @@ impl Memory {
         let models = crate::models_dir(models_dir);
         let embedder = match embedder.as_deref() {
             None | Some("none") => None,
-            Some(name) => Some(py.detach(|| strata_eval::embeddings(name, &models)).into_py()?),
+            Some(name) => Some(py.detach(|| strata_models::embedder(name, &models)).into_py()?),
         };
         let generator = match model {
             None => None,
-            Some(name) => Some(py.detach(|| strata_eval::generator(name, &models)).into_py()?),
+            Some(name) => Some(py.detach(|| strata_models::generator(name, &models)).into_py()?),
         };
         let mut memory_config = MemoryConfig::for_budget(conversation, budget);
         memory_config.clock = clock;
@@ -77,7 +77,7 @@ impl Memory {
             SqliteStore::open(std::path::Path::new(db))
         };
         let store = Arc::new(store.into_py()?);
-        let parts = Parts { counter, embedder, generator, enricher: None };
+        let parts = Parts { counter, embedder, generator };
         let memory = py.detach(|| strata::Memory::with_store(store, memory_config, parts)).into_py()?;
         Ok(Memory { inner: Mutex::new(memory), budget, live: clock == Clock::System })
     }
@@ -172,7 +172,7 @@ impl Memory {
             Some(plan) => out.push_str(&plan.explain()),
             None => out.push_str("no plan yet: nothing pushed since the memory was opened\n"),
         }
-        for note in memory.take_notes() {
+        for note in memory.take_warnings() {
             out.push_str(&format!("note: {note}\n"));
         }
         out
