@@ -16,10 +16,9 @@ pub mod segmentation;
 pub mod suite;
 pub mod summaries;
 
-/// The strategies a run compares when none are named: the seed baselines, `segments`, and the
-/// tiered memory.
-pub const DEFAULT_STRATEGIES: &[&str] =
-    &["full", "window", "recent-8-summary-12", "summary-buffer", "segments", "specific", "tiered"];
+/// The strategies a run compares when none are named: every strategy of the registry (the
+/// seed baselines, `segments`, `specific` and the tiered memory).
+pub const DEFAULT_STRATEGIES: &[&str] = strata::registry::NAMES;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -30,10 +29,10 @@ use anyhow::{bail, Context as _, Result};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use strata_core::Strategy;
-use strata_strategies::StrategiesConfig;
+use strata::StrategiesConfig;
 
 use crate::report::Run;
-use crate::retention::{BuildRecord, Mode, Plan, ProbeRecord};
+use crate::retention::{BuildRecord, ContextRecord, Mode, Plan, ProbeRecord};
 use crate::suite::Dataset;
 
 /// An error caused by the user's input: the CLI exits with status 2.
@@ -57,10 +56,11 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
     let store_refused = |s: &strata_core::StoreError| !matches!(s, strata_core::StoreError::Backend { .. });
     e.chain().any(|c| {
         c.is::<strata_transcript::LoadError>()
-            || c.is::<strata_strategies::ConfigError>()
+            || c.is::<strata::ConfigError>()
             || c.is::<strata_tokens::TokenizerError>()
             || c.is::<strata_core::HistoryError>()
             || c.is::<BadInput>()
+            || c.downcast_ref::<strata_models::OpenError>().is_some_and(strata_models::OpenError::is_bad_input)
             || c.downcast_ref::<strata_candle::ModelError>()
                 .is_some_and(|m| !matches!(m, strata_candle::ModelError::Run { .. }))
             || c.downcast_ref::<strata_core::StoreError>().is_some_and(store_refused)
@@ -123,14 +123,13 @@ pub struct EvalConfig {
     /// `summary-buffer` and the `model` and `checked` summarizers; answers are cached in the
     /// models folder's `.cache`.
     pub generator: Option<String>,
-    /// The local model that writes the tiered memory's notes on each closed session, for
-    /// recall (`[tiered] notes` weighs them); answers cached as the generator's are.
-    pub notes_model: Option<String>,
     /// Only the first N conversations of each dataset (abstractive runs are slow on CPU).
     pub limit: Option<usize>,
-    /// The sentence embedder of the tiered memory and the topic detectors: `minilm` or
-    /// `nomic`.
+    /// The sentence embedder of the tiered memory and the topic detectors: `minilm`, `nomic`,
+    /// or `none` (the tiered memory recalls by words alone; the topic detectors need one).
     pub embedder: String,
+    /// Write every context built to `contexts.jsonl` beside the records.
+    pub save_contexts: bool,
     /// Strategies defined outside the project, chosen by name before the built-in ones.
     pub custom: CustomStrategies,
 }
@@ -162,8 +161,6 @@ pub struct RunConfig {
     pub shard: Option<Shard>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generator: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub notes_model: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
     /// The sentence embedder (runs before it was recorded used MiniLM).
@@ -205,12 +202,15 @@ pub struct Records {
     pub builds: Vec<BuildRecord>,
     pub segments: Vec<segmentation::SegmentRecord>,
     pub summaries: Vec<summaries::SummaryRecord>,
+    /// Every context built, with `save_contexts`; not read back by `merge`.
+    pub contexts: Vec<ContextRecord>,
 }
 
 impl Records {
     fn extend(&mut self, other: Records) {
         self.probes.extend(other.probes);
         self.builds.extend(other.builds);
+        self.contexts.extend(other.contexts);
         self.segments.extend(other.segments);
         self.summaries.extend(other.summaries);
     }
@@ -243,7 +243,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
                 "this strategy or summarizer needs a local model: pass --model qwen, qwen1.5b, smollm2, a GGUF path or URL#MODEL".into()
             ));
         };
-        let g = self::generator(name, &config.models_dir)?;
+        let g = strata_models::generator(name, &config.models_dir)?;
         generator = Some(g.clone());
         Ok(g)
     };
@@ -254,7 +254,12 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         if let Some(e) = &embedder {
             return Ok(e.clone());
         }
-        let e = embeddings(&config.embedder, &config.models_dir).with_context(|| {
+        if config.embedder == "none" {
+            bail!(BadInput(
+                "the topic detectors (fixed, depth, combined) need an embedder: pass --embedder minilm or nomic, or --segmenter none,even-10".into()
+            ));
+        }
+        let e = strata_models::cached_embedder(&config.embedder, &config.models_dir).with_context(|| {
             format!(
                 "the tiered memory and the topic detectors (fixed, depth, combined) embed with {}: run \
                  `cargo xtask fetch-models`, or leave out `tiered` and pass --segmenter none,even-10",
@@ -272,19 +277,8 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
                 return Ok(custom.clone());
             }
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
-            if name == "tiered" {
-                let tiered = config.strategy_config.tiered.clone();
-                // Notes are written only when they are weighed.
-                let notes = match &config.notes_model {
-                    Some(name) if tiered.notes > 0.0 => Some(self::generator(name, &config.models_dir)?),
-                    _ => None,
-                };
-                let t = strata::Tiered::new(Some(load_embedder()?), g)
-                    .with_enricher(notes)
-                    .configure(move |m| m.layout.tiered = tiered.clone());
-                return Ok(Arc::new(t) as Arc<dyn Strategy>);
-            }
-            Ok(Arc::from(strata_strategies::build(name, &config.strategy_config, g)?))
+            let e = if strata::registry::embeds(name) && config.embedder != "none" { Some(load_embedder()?) } else { None };
+            Ok(Arc::from(strata::registry::build(name, &config.strategy_config, g, e)?))
         })
         .collect::<Result<_>>()?;
     let mut budgets = config.budgets.clone();
@@ -323,6 +317,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             budgets: &budgets,
             modes: &config.modes,
             counter: counter.clone(),
+            save_contexts: config.save_contexts,
         };
         let bar = progress_bar(config.progress, &dataset.name, total);
         // Conversations are pulled lazily by the worker threads, so a streamed dataset is never
@@ -337,7 +332,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
                 let r = c.and_then(|c| {
                     let mut out = Records::default();
                     if suites.retention {
-                        (out.probes, out.builds) = retention::score_conversation(&plan, i, &c)?;
+                        (out.probes, out.builds, out.contexts) = retention::score_conversation(&plan, i, &c)?;
                     }
                     if suites.segmentation {
                         out.segments =
@@ -368,33 +363,11 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         summarizers: config.summarizers.clone(),
         shard: config.shard,
         generator: config.generator.clone(),
-        notes_model: config.notes_model.clone(),
         limit: config.limit,
         embedder: config.embedder.clone(),
         settings: config.strategy_config.clone(),
     };
     finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, records)
-}
-
-/// The sentence embeddings `name` selects, cached on disk, for the memory and the topic
-/// detectors.
-pub fn embeddings(name: &str, models_dir: &Path) -> Result<Arc<dyn strata_core::Embedder>> {
-    let model = strata_candle::load_embedder(name, models_dir)?;
-    Ok(Arc::new(strata_candle::CachedEmbedder::open(model, &models_dir.join(".cache"))?))
-}
-
-/// The chat model `name` selects: a local one (`qwen`, `qwen1.5b`, `smollm2` or a GGUF path)
-/// from `models_dir`, its answers cached on disk under it; or an OpenAI-compatible endpoint,
-/// `URL#MODEL`, asked afresh every time (the model behind a name can change). One place for
-/// the harness, the CLI and the Python package.
-pub fn generator(name: &str, models_dir: &Path) -> Result<Arc<dyn strata_core::Generator>> {
-    if strata_http::HttpConfig::is_endpoint(name) {
-        let config = strata_http::HttpConfig::parse(name).map_err(|e| BadInput(e.to_string()))?;
-        return Ok(Arc::new(strata_http::HttpGenerator::new(config)));
-    }
-    // Loaded on the first prompt the cache does not hold.
-    let g = strata_candle::open_generator(name, models_dir)?;
-    Ok(Arc::new(strata_candle::CachedGenerator::open(g, &models_dir.join(".cache"))?))
 }
 
 /// Combines the outputs of shards (each a directory a run wrote) into one result, written
@@ -413,6 +386,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
             builds: read_jsonl(&dir.join("builds.jsonl"))?,
             segments: read_jsonl(&dir.join("segments.jsonl"))?,
             summaries: read_jsonl(&dir.join("summaries.jsonl"))?,
+            contexts: Vec::new(),
         });
         let shard = results.config.shard;
         if let Some(f) = &first {
@@ -554,6 +528,12 @@ fn write_outputs(out: &Path, results: &Results, records: &Records) -> Result<()>
         &out.join("summaries.jsonl"),
         jsonl(&mut records.summaries.iter().map(serde_json::to_string))?.as_bytes(),
     )?;
+    if !records.contexts.is_empty() {
+        write_atomic(
+            &out.join("contexts.jsonl"),
+            jsonl(&mut records.contexts.iter().map(serde_json::to_string))?.as_bytes(),
+        )?;
+    }
     write_atomic(&out.join("results.csv"), report::csv(&results.runs).as_bytes())?;
     for dataset in &results.config.datasets {
         for mode in &results.config.modes {

@@ -82,6 +82,25 @@ pub struct Plan<'a> {
     pub budgets: &'a [usize],
     pub modes: &'a [Mode],
     pub counter: Arc<dyn TokenCounter>,
+    /// Keep every context built, beside its build record (`--save-contexts`).
+    pub save_contexts: bool,
+}
+
+/// A context the harness built and scored, as `--save-contexts` writes it to `contexts.jsonl`:
+/// what `strata compress --at AFTER --question PROBE'S QUESTION` rebuilds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ContextRecord {
+    pub dataset: String,
+    pub conversation_index: usize,
+    pub conversation: String,
+    /// The id of the newest turn of the history it was built from.
+    pub after: String,
+    /// The probe it was built for; empty when shared by all probes at this position.
+    pub probe: String,
+    pub strategy: String,
+    pub budget: usize,
+    pub mode: Mode,
+    pub context: Context,
 }
 
 impl std::fmt::Debug for Plan<'_> {
@@ -120,7 +139,7 @@ pub fn score_conversation(
     plan: &Plan<'_>,
     index: usize,
     conversation: &Conversation,
-) -> Result<(Vec<ProbeRecord>, Vec<BuildRecord>)> {
+) -> Result<(Vec<ProbeRecord>, Vec<BuildRecord>, Vec<ContextRecord>)> {
     let mut probes_at: Vec<(usize, usize)> = Vec::new();
     for (pi, p) in conversation.probes.iter().enumerate() {
         let pos = match &p.after {
@@ -134,6 +153,7 @@ pub fn score_conversation(
     probes_at.sort();
     let mut records = Vec::new();
     let mut builds = Vec::new();
+    let mut contexts = Vec::new();
     let mut history = History::new(&conversation.id, plan.counter.clone());
     let mut k = 0;
     while k < probes_at.len() {
@@ -178,12 +198,26 @@ pub fn score_conversation(
                     summarizer_calls: 0,
                     generated_tokens: 0,
                 };
+                let context_record = |mode: Mode, probe: &str, ctx: &Context| ContextRecord {
+                    dataset: plan.dataset.to_string(),
+                    conversation_index: index,
+                    conversation: conversation.id.clone(),
+                    after: history.turns().last().map(|t| t.id.clone()).unwrap_or_default(),
+                    probe: probe.to_string(),
+                    strategy: strategy.name().to_string(),
+                    budget,
+                    mode,
+                    context: ctx.clone(),
+                };
                 let (shared, ms) = timed(None)?;
                 let shared_scored = Scored::new(&shared);
                 for &mode in plan.modes {
                     let per_probe = mode == Mode::Aware && strategy.question_aware();
                     if !per_probe {
                         builds.push(build_record(mode, "", &shared, ms));
+                        if plan.save_contexts {
+                            contexts.push(context_record(mode, "", &shared));
+                        }
                     }
                     for &pi in &group {
                         let probe = &conversation.probes[pi];
@@ -191,6 +225,9 @@ pub fn score_conversation(
                         let scored = if per_probe {
                             let (ctx, ms) = timed(Some(&probe.question))?;
                             builds.push(build_record(mode, &probe.id, &ctx, ms));
+                            if plan.save_contexts {
+                                contexts.push(context_record(mode, &probe.id, &ctx));
+                            }
                             own = Scored::new(&ctx);
                             &own
                         } else {
@@ -212,7 +249,7 @@ pub fn score_conversation(
             }
         }
     }
-    Ok((records, builds))
+    Ok((records, builds, contexts))
 }
 
 #[allow(clippy::too_many_arguments)]

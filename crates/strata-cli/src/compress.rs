@@ -15,12 +15,20 @@ pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
     /// The strategy: full, window, recent-8-summary-12, summary-buffer, segments, specific,
-    /// or segments-abstractive (needs --model).
+    /// tiered, or segments-abstractive (needs --model).
     #[arg(long, default_value = "window")]
     strategy: String,
     /// The token budget for the whole context.
     #[arg(long)]
     budget: usize,
+    /// The question the context is built for: strategies that read it (tiered) recall turns
+    /// for it; the others ignore it.
+    #[arg(long)]
+    question: Option<String>,
+    /// The tiered memory's sentence embeddings (vectors cached under the models folder, as
+    /// `strata eval` caches them): minilm, nomic, or none (recall by words alone).
+    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "none"])]
+    embedder: String,
     /// How to print the context: messages (an OpenAI-style JSON array), text, or json (the
     /// blocks with their kinds, source turn ids and tokens).
     #[arg(long, default_value = "messages", value_parser = ["messages", "text", "json"])]
@@ -49,7 +57,13 @@ pub(crate) fn run(args: Args) -> Result<String> {
     // Input first: a transcript that does not load is reported before a model is opened.
     let loaded = load(&args.input)?;
     let generator = crate::models::generator(args.model.as_deref(), args.models_dir.as_deref())?;
-    let strategy = strata_strategies::build(&args.strategy, &config, generator)?;
+    let embedder = match args.embedder.as_str() {
+        name if name != "none" && strata::registry::embeds(&args.strategy) => {
+            Some(strata_models::cached_embedder(name, &crate::models::dir(args.models_dir.as_deref()))?)
+        }
+        _ => None,
+    };
+    let strategy = strata::registry::build(&args.strategy, &config, generator, embedder)?;
     let mut contexts = Vec::new();
     let mut explain = String::new();
     for w in &loaded.warnings {
@@ -65,7 +79,9 @@ pub(crate) fn run(args: Args) -> Result<String> {
             },
         };
         let history = History::from_turns(&c.id, turns, loaded.counter.clone())?;
-        let ctx = strategy.build(&history, args.budget, None).with_context(|| format!("transcript {}", c.id))?;
+        let ctx = strategy
+            .build(&history, args.budget, args.question.as_deref())
+            .with_context(|| format!("transcript {}", c.id))?;
         if args.explain {
             explain_context(&mut explain, &c.id, &history, &ctx)?;
         }

@@ -82,16 +82,17 @@ struct RunArgs {
     /// URL#MODEL (http://127.0.0.1:8080/v1#qwen).
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
-    /// The local model that writes the tiered memory's notes on each closed session at store
-    /// time, for recall (weighed by `[tiered] notes` in --config): the same names as --model.
-    #[arg(long, value_name = "NAME|PATH")]
-    notes_model: Option<String>,
     /// Only the first N conversations of each dataset.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// Sentence embeddings of the tiered memory and the topic detectors: minilm or nomic.
-    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic"])]
+    /// Sentence embeddings of the tiered memory and the topic detectors: minilm, nomic, or
+    /// none (the tiered memory recalls by words alone; the topic detectors need one).
+    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "none"])]
     embedder: String,
+    /// Write every context built to contexts.jsonl in the output folder, each with the turn it
+    /// was built after and its probe: what `strata compress --at` rebuilds.
+    #[arg(long)]
+    save_contexts: bool,
     /// Hide the progress bar.
     #[arg(long)]
     quiet: bool,
@@ -161,9 +162,9 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 repo_root: root,
                 progress: !a.quiet,
                 generator: a.model,
-                notes_model: a.notes_model,
                 limit: a.limit,
                 embedder: a.embedder,
+                save_contexts: a.save_contexts,
                 custom: Default::default(),
             };
             (strata_eval::run(&config)?, a.gate)

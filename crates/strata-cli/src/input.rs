@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Result;
 use strata_core::{Conversation, TokenCounter};
-use strata_strategies::StrategiesConfig;
+use strata::StrategiesConfig;
 use strata_transcript::InputFormat;
 
 use crate::BadInput;

@@ -9,14 +9,14 @@ use anyhow::{Context as _, Result};
 use strata::{Clock, Memory, MemoryConfig, Parts};
 use strata_core::{Embedder, Tier};
 use strata_store::SqliteStore;
-use strata_strategies::TieredConfig;
+use strata::TieredConfig;
 
 use crate::input::{load, Input};
 use crate::BadInput;
 
 /// Where the memory lives and what it runs with.
 #[derive(clap::Args, Debug)]
-pub(crate) struct Store {
+pub(crate) struct StoreArgs {
     /// The store file (SQLite); created by `replay` if absent.
     #[arg(long, value_name = "PATH")]
     db: PathBuf,
@@ -41,7 +41,7 @@ pub(crate) struct ReplayArgs {
     #[command(flatten)]
     input: Input,
     #[command(flatten)]
-    store: Store,
+    store: StoreArgs,
     /// Print a line every N turns (and whenever the policy acts).
     #[arg(long, default_value_t = 25)]
     every: usize,
@@ -55,7 +55,7 @@ pub(crate) struct ReplayArgs {
 pub(crate) struct RecallArgs {
     query: String,
     #[command(flatten)]
-    store: Store,
+    store: StoreArgs,
     /// The conversation to search; needed when the store holds several.
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
@@ -75,7 +75,7 @@ pub(crate) struct CompactArgs {
 #[derive(clap::Args, Debug)]
 pub(crate) struct ContextArgs {
     #[command(flatten)]
-    store: Store,
+    store: StoreArgs,
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
     #[arg(long)]
@@ -93,7 +93,7 @@ pub(crate) struct ContextArgs {
 }
 
 /// The embedder `--embedder` names, else the one that wrote `db`'s vectors, else MiniLM.
-fn embedder(store: &Store, db: &SqliteStore) -> Result<Option<Arc<dyn Embedder>>> {
+fn embedder(store: &StoreArgs, db: &SqliteStore) -> Result<Option<Arc<dyn Embedder>>> {
     let name = match &store.embedder {
         Some(name) => name.clone(),
         // Model ids are the model's folder name (with `+int8` for 8-bit vectors), which
@@ -106,7 +106,7 @@ fn embedder(store: &Store, db: &SqliteStore) -> Result<Option<Arc<dyn Embedder>>
     if name == "none" {
         return Ok(None);
     }
-    Ok(Some(strata_eval::embeddings(&name, &crate::models::dir(store.models_dir.as_deref()))?))
+    Ok(Some(strata_models::embedder(&name, &crate::models::dir(store.models_dir.as_deref()))?))
 }
 
 /// Opens the store; a store file that does not exist is an error for the reading commands.
@@ -147,11 +147,11 @@ fn pick_conversation(store: &SqliteStore, named: Option<String>) -> Result<Strin
 }
 
 /// The `[tiered]` table of `--config`, or the defaults.
-fn tiered_config(store: &Store) -> Result<TieredConfig> {
+fn tiered_config(store: &StoreArgs) -> Result<TieredConfig> {
     Ok(crate::input::strategy_config(store.config.as_deref())?.tiered)
 }
 
-fn memory_config(conversation: &str, store: &Store, tiered: &TieredConfig) -> MemoryConfig {
+fn memory_config(conversation: &str, store: &StoreArgs, tiered: &TieredConfig) -> MemoryConfig {
     let mut config = MemoryConfig::for_budget(conversation, store.tier_budget);
     config.path = Some(store.db.clone());
     // A transcript is replayed, not lived: "now" is when its newest turn was said.
@@ -174,7 +174,6 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
             counter: loaded.counter.clone(),
             embedder: embedder.clone(),
             generator: generator.clone(),
-            enricher: None,
         };
         let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store, &tiered), parts)?;
         // Resuming: the turns already stored must be this transcript's first turns.
@@ -209,7 +208,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
             }
         }
         memory.settle();
-        for n in memory.take_notes() {
+        for n in memory.take_warnings() {
             let _ = writeln!(stdout, "note: {n}");
         }
         let [h, w, k, d] = Tier::occupancy(memory.tiers());
@@ -226,7 +225,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
 }
 
 /// The stored memory of the conversation named (or the only one), for the reading commands.
-fn open_memory(store: &Store, conversation: Option<String>, tokenizer: &str) -> Result<Memory> {
+fn open_memory(store: &StoreArgs, conversation: Option<String>, tokenizer: &str) -> Result<Memory> {
     let db = open_store(&store.db, false)?;
     let conversation = pick_conversation(&db, conversation)?;
     let tiered = tiered_config(store)?;
@@ -234,7 +233,6 @@ fn open_memory(store: &Store, conversation: Option<String>, tokenizer: &str) -> 
         counter: strata_tokens::from_spec(tokenizer)?,
         embedder: embedder(store, &db)?,
         generator: None,
-        enricher: None,
     };
     Ok(Memory::with_store(db, memory_config(&conversation, store, &tiered), parts)?)
 }
@@ -243,7 +241,7 @@ pub(crate) fn recall(args: RecallArgs) -> Result<String> {
     let memory = open_memory(&args.store, args.conversation, &args.tokenizer)?;
     let mut out = String::new();
     for (rank, hit) in memory.recall(&args.query, args.k)?.iter().enumerate() {
-        let who = hit.turn.speaker.as_deref().unwrap_or(hit.turn.role.as_str());
+        let who = hit.turn.speaker_or_role();
         let when = hit.turn.timestamp.map(|t| strata_store::civil_date(t.seconds())).unwrap_or_default();
         writeln!(out, "{:>2}. {} (score {:.4}) {who} {when}", rank + 1, hit.turn.id, hit.score)?;
         writeln!(out, "    {}", hit.turn.content.replace('\n', "\n    "))?;
@@ -270,7 +268,7 @@ pub(crate) struct ReembedArgs {
 /// Replaces every vector of a store with another model's and binds the store to it.
 pub(crate) fn reembed(args: ReembedArgs) -> Result<String> {
     let store = open_store(&args.path, false)?;
-    let embedder = strata_eval::embeddings(&args.embedder, &crate::models::dir(args.models_dir.as_deref()))?;
+    let embedder = strata_models::embedder(&args.embedder, &crate::models::dir(args.models_dir.as_deref()))?;
     let before = store.embedder()?.map_or_else(|| "no recorded model".to_string(), |(m, _)| m);
     let mut stderr = std::io::stderr().lock();
     let n = strata::reembed(&store, &*embedder, |conversation, done, total| {
@@ -304,7 +302,7 @@ pub(crate) fn context(args: ContextArgs) -> Result<String> {
         let mut explain = String::new();
         crate::compress::explain_context(&mut explain, &conversation, memory.history(), &ctx)?;
         let settings =
-            strata_strategies::StrategiesConfig { tiered: memory.config().layout.tiered.clone(), ..Default::default() };
+            strata::StrategiesConfig { tiered: memory.config().layout.tiered.clone(), ..Default::default() };
         if let Some(table) = settings.settings("tiered") {
             writeln!(explain, "settings:\n{table}")?;
         }

@@ -352,7 +352,7 @@ pub(crate) fn conversation_arg(v: &Bound<'_, PyAny>, name: &str) -> PyResult<str
 
 /// Strategy settings: a TOML or JSON file's path, a dict with one table per strategy, or
 /// `None` for the defaults.
-pub(crate) fn strategies_config(v: Option<&Bound<'_, PyAny>>) -> PyResult<strata_strategies::StrategiesConfig> {
+pub(crate) fn strategies_config(v: Option<&Bound<'_, PyAny>>) -> PyResult<strata::StrategiesConfig> {
     let Some(v) = v.filter(|v| !v.is_none()) else { return Ok(Default::default()) };
     let (file, text) = if v.is_instance_of::<PyDict>() {
         ("config.json".to_string(), json_text(v)?)
@@ -362,7 +362,7 @@ pub(crate) fn strategies_config(v: Option<&Bound<'_, PyAny>>) -> PyResult<strata
         let text = std::fs::read_to_string(&path).map_err(|e| input_error(format!("{}: {e}", path.display())))?;
         (path.display().to_string(), text)
     };
-    strata_strategies::StrategiesConfig::parse(&file, &text).map_err(|e| input_error(e.to_string()))
+    strata::StrategiesConfig::parse(&file, &text).map_err(|e| input_error(e.to_string()))
 }
 
 /// One message of a context: what it is, the turns it stands for, what it costs.

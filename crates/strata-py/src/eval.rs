@@ -77,9 +77,9 @@ pub(crate) fn run_eval<'py>(
         summarizers,
         progress,
         generator: model,
-        notes_model: None,
         limit,
         embedder,
+        save_contexts: false,
         custom,
     };
     let outcome = py.detach(|| strata_eval::run(&config)).into_py()?;

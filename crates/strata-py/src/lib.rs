@@ -50,8 +50,8 @@ fn strata_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
 
 /// Every strategy name the harness knows without registration.
 fn builtin_strategies() -> Vec<&'static str> {
-    let mut names = strata_strategies::NAMES.to_vec();
-    names.extend(["segments-abstractive", "tiered"]);
+    let mut names = strata::registry::NAMES.to_vec();
+    names.push("segments-abstractive");
     names
 }
 
@@ -142,7 +142,7 @@ fn compress(
 fn build_strategy(
     py: Python<'_>,
     name: &str,
-    config: &strata_strategies::StrategiesConfig,
+    config: &strata::StrategiesConfig,
     model: Option<&str>,
     embedder: &str,
     models_dir: Option<PathBuf>,
@@ -153,18 +153,15 @@ fn build_strategy(
     let models = crate::models_dir(models_dir);
     let generator = match model {
         None => None,
-        Some(name) => Some(py.detach(|| strata_eval::generator(name, &models)).into_py()?),
+        Some(name) => Some(py.detach(|| strata_models::generator(name, &models)).into_py()?),
     };
-    if name == "tiered" {
-        let embedder = match embedder {
-            "none" => None,
-            e => Some(py.detach(|| strata_eval::embeddings(e, &models)).into_py()?),
-        };
-        let tiered = config.tiered.clone();
-        let t = strata::Tiered::new(embedder, generator).configure(move |m| m.layout.tiered = tiered.clone());
-        return Ok(Arc::new(t));
-    }
-    Ok(Arc::from(strata_strategies::build(name, config, generator).into_py()?))
+    // Vectors cached on disk, as `strata compress` and the harness cache them.
+    let embedder = match embedder {
+        "none" => None,
+        e if strata::registry::embeds(name) => Some(py.detach(|| strata_models::cached_embedder(e, &models)).into_py()?),
+        _ => None,
+    };
+    Ok(Arc::from(strata::registry::build(name, config, generator, embedder).into_py()?))
 }
 
 /// A Python dict from a serde value, through the `json` module (one conversion path for

@@ -155,12 +155,18 @@ def test_compress_builds_the_cli_s_context(probes, tmp_path):
     assert ctx.messages()[-1] == {"role": c[20].role, "name": c[20].speaker, "content": c[20].content}
 
 
-def test_compress_tiered_answers_a_question_from_the_store(locomo_first):
+def test_compress_tiered_answers_a_question_from_the_store(locomo_first, tmp_path):
     p = next(p for p in locomo_first.probes if p["category"] == "single-hop" and p["evidence"])
-    last = locomo_first.turns[-1].id
-    ctx = strata.compress(locomo_first, strategy="tiered", budget=2000, question=p["question"], at=p.get("after", last))
+    at = p.get("after") or locomo_first.turns[-1].id
+    ctx = strata.compress(locomo_first, strategy="tiered", budget=2000, question=p["question"], at=at)
     assert ctx.total_tokens <= 2000
     assert {b.kind for b in ctx.blocks} >= {"recalled"}
+    # The CLI's context for the same history, budget and question: one registry builds both,
+    # with MiniLM's vectors from the same cache.
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps(locomo_first.to_dict()))
+    args = ["--strategy", "tiered", "--budget", 2000, "--question", p["question"], "--at", at, "--format", "json"]
+    assert ctx.to_dict() == json.loads(cli("compress", path, *args))
 
 
 # --- the memory --------------------------------------------------------------------------------

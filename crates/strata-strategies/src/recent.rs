@@ -47,7 +47,8 @@ impl Default for RecentSummaryConfig {
 }
 
 impl RecentSummaryConfig {
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// Every value in its range, or a message naming the first that is not.
+    pub fn validate(&self) -> Result<(), String> {
         if self.recent + self.summarized > self.buffer {
             return Err(format!(
                 "recent-8-summary-12: recent ({}) + summarized ({}) exceed the buffer ({})",

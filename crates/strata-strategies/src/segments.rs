@@ -55,7 +55,8 @@ impl Default for SegmentsConfig {
 }
 
 impl SegmentsConfig {
-    pub(crate) fn validate(&self) -> Result<(), String> {
+    /// Every value in its range, or a message naming the first that is not.
+    pub fn validate(&self) -> Result<(), String> {
         for (name, v) in [("recent", self.recent), ("registry", self.registry)] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(format!("segments: `{name}` must be between 0 and 1, not {v}"));

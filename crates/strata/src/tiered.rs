@@ -5,21 +5,57 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use serde::{Deserialize, Serialize};
 use strata_core::{Context, Embedder, Generator, History, Strategy, StrategyError};
+use strata_summarize::SalienceConfig;
 
 use crate::memory::{Clock, Memory, MemoryConfig, Parts};
 
+/// The tiered memory's context knobs, as the config file's `[tiered]` table; how salient
+/// sentences are scored is its `[tiered.salience]` table.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TieredConfig {
+    /// Share of the budget, without a question, for the most specific sentences of turns not
+    /// shown verbatim; summaries and hot turns share the rest, and what they leave comes back.
+    pub salient: f64,
+    /// The same share of what the recall share leaves, with a question (recalled turns take
+    /// what the rest does not use).
+    pub salient_with_question: f64,
+    /// With a question: a burst (one speaker's messages in a row within a session, at most
+    /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
+    /// whole. 0 treats every message alone.
+    pub burst_tokens: usize,
+    pub salience: SalienceConfig,
+}
+
+impl Default for TieredConfig {
+    fn default() -> TieredConfig {
+        TieredConfig { salient: 0.9, salient_with_question: 0.25, burst_tokens: 200, salience: SalienceConfig::default() }
+    }
+}
+
+impl TieredConfig {
+    pub(crate) fn validate(&self) -> Result<(), String> {
+        for (name, v) in [("salient", self.salient), ("salient_with_question", self.salient_with_question)] {
+            if !(0.0..=1.0).contains(&v) {
+                return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
+            }
+        }
+        self.salience.validate()
+    }
+}
+
 /// One memory, shared between the eval's threads.
-type Shared = Arc<Mutex<Memory>>;
+type SharedMemory = Arc<Mutex<Memory>>;
 
 /// The tiered memory as a [`Strategy`]: question-aware (recall from the cold store for the
 /// question) when given a question, question-agnostic (tiers, summaries, registry) otherwise.
 pub struct Tiered {
     embedder: Option<Arc<dyn Embedder>>,
     generator: Option<Arc<dyn Generator>>,
-    enricher: Option<Arc<dyn Generator>>,
     configure: Box<dyn Fn(&mut MemoryConfig) + Send + Sync>,
-    memories: Mutex<HashMap<(String, usize), Shared>>,
+    memories: Mutex<HashMap<(String, usize), SharedMemory>>,
 }
 
 impl std::fmt::Debug for Tiered {
@@ -27,7 +63,6 @@ impl std::fmt::Debug for Tiered {
         f.debug_struct("Tiered")
             .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
             .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
-            .field("enricher", &self.enricher.as_ref().map(|g| g.model_id().to_string()))
             .finish()
     }
 }
@@ -37,16 +72,18 @@ impl Tiered {
         Tiered {
             embedder,
             generator,
-            enricher: None,
             configure: Box::new(|_| {}),
             memories: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The model that writes notes on closed sessions for recall (`[tiered] notes`).
-    pub fn with_enricher(mut self, enricher: Option<Arc<dyn Generator>>) -> Tiered {
-        self.enricher = enricher;
-        self
+    /// The tiered memory with the config file's `[tiered]` table.
+    pub fn with_config(
+        embedder: Option<Arc<dyn Embedder>>,
+        generator: Option<Arc<dyn Generator>>,
+        config: TieredConfig,
+    ) -> Tiered {
+        Tiered::new(embedder, generator).configure(move |m| m.layout.tiered = config.clone())
     }
 
     /// Adjusts every memory's config after the budget-sized defaults are set.
@@ -55,7 +92,7 @@ impl Tiered {
         self
     }
 
-    fn memory(&self, history: &History, budget: usize) -> Result<Shared, StrategyError> {
+    fn memory(&self, history: &History, budget: usize) -> Result<SharedMemory, StrategyError> {
         let key = (history.conversation_id().to_string(), budget);
         let mut all = self.memories.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(m) = all.get(&key) {
@@ -78,7 +115,6 @@ impl Tiered {
             counter: history.counter_arc(),
             embedder: self.embedder.clone(),
             generator: self.generator.clone(),
-            enricher: self.enricher.clone(),
         };
         let memory = Memory::open(config, parts).map_err(|e| failed(&e))?;
         let m = Arc::new(Mutex::new(memory));

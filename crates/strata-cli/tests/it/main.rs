@@ -291,6 +291,62 @@ fn eval_results_record_the_settings_the_run_used() {
 }
 
 #[test]
+fn compress_tiered_builds_the_context_eval_scores() {
+    // The harness's contexts for one probe conversation (tiered, with a question, words only so
+    // that no weights are needed), and `strata compress` asked for each of them: the same
+    // context, block for block, because both build it through the one registry.
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run");
+    let probes = probes_suite();
+    let args = [
+        "--dataset",
+        probes.as_str(),
+        "--limit",
+        "1",
+        "--strategy",
+        "tiered",
+        "--budget",
+        "600",
+        "--mode",
+        "aware",
+        "--embedder",
+        "none",
+        "--save-contexts",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    let run = eval(&args);
+    assert_eq!(run.status.code(), Some(0), "{}", String::from_utf8_lossy(&run.stderr));
+    let saved = std::fs::read_to_string(out.join("contexts.jsonl")).unwrap();
+    let records: Vec<serde_json::Value> = saved.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let builds = std::fs::read_to_string(out.join("builds.jsonl")).unwrap();
+    assert_eq!(records.len(), builds.lines().count(), "one context per build");
+    let set: Vec<serde_json::Value> =
+        std::fs::read_to_string(&probes).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let conversation = &set[0];
+    let question = |probe: &str| {
+        let all = conversation["probes"].as_array().unwrap();
+        all.iter().find(|p| p["id"] == probe).unwrap()["question"].as_str().unwrap().to_string()
+    };
+    let (_d, path) = file("one.json", serde_json::to_string(conversation).unwrap().as_bytes());
+    let mut compared = 0;
+    for r in records.iter().filter(|r| r["probe"] != "").take(3) {
+        let q = question(r["probe"].as_str().unwrap());
+        let after = r["after"].as_str().unwrap();
+        let built = strata(&[
+            "compress", &path, "--strategy", "tiered", "--budget", "600", "--question", &q, "--at", after,
+            "--embedder", "none", "--format", "json",
+        ]);
+        assert_eq!(built.status.code(), Some(0), "{}", String::from_utf8_lossy(&built.stderr));
+        let got: serde_json::Value = serde_json::from_slice(&built.stdout).unwrap();
+        assert_eq!(got, r["context"], "probe {}", r["probe"]);
+        assert!(got["blocks"].as_array().unwrap().iter().any(|b| b["kind"] == "recalled"), "{got}");
+        compared += 1;
+    }
+    assert_eq!(compared, 3);
+}
+
+#[test]
 fn eval_shards_merge_into_the_numbers_of_one_run() {
     let dir = tempfile::tempdir().unwrap();
     let probes = probes_suite();
@@ -456,7 +512,7 @@ fn replay_then_recall_and_context_from_the_store() {
     assert!(blocks.iter().any(|b| b["kind"] == "recalled"));
     assert!(String::from_utf8_lossy(&ctx.stderr).contains("recalled"));
 
-    // Without a question the salient sentences carry date lines; the config file's [tiered]
+    // Without a question the salient sentences carry date lines; the config file's [tiered.salience]
     // table turns them off, and `--explain` lists the settings in effect.
     let agnostic = |config: Option<&str>| {
         let mut args = vec!["context", "--db", &db, "--embedder", "none", "--budget", "1000", "--format", "text"];
@@ -467,7 +523,7 @@ fn replay_then_recall_and_context_from_the_store() {
     assert!(dated.status.success(), "{}", String::from_utf8_lossy(&dated.stderr));
     let date_line = |out: &std::process::Output| String::from_utf8_lossy(&out.stdout).contains(" 2023]\n");
     assert!(date_line(&dated), "{}", String::from_utf8_lossy(&dated.stdout));
-    let (_cdir, config) = file("c.toml", b"[tiered]\ndated = false\nsalient = 0.8\n");
+    let (_cdir, config) = file("c.toml", b"[tiered]\nsalient = 0.8\n[tiered.salience]\ndated = false\n");
     let undated = agnostic(Some(&config));
     let stderr = String::from_utf8_lossy(&undated.stderr);
     assert!(undated.status.success(), "{stderr}");

@@ -1,5 +1,6 @@
-//! Strategy tests: snapshots of each seed's behaviour at its edge cases, fallbacks with fake
-//! generators, and property tests of the rules every strategy must keep.
+//! Strategy tests through the registry: snapshots of each seed's behaviour at its edge cases,
+//! fallbacks with fake generators, the config file, and property tests of the rules every
+//! strategy must keep.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -12,7 +13,7 @@ use strata_core::{
 };
 use strata_tokens::Tiktoken;
 
-use crate::{build, StrategiesConfig, NAMES};
+use super::{build, StrategiesConfig, NAMES};
 
 fn counter() -> Arc<dyn TokenCounter> {
     Arc::new(Tiktoken::o200k())
@@ -54,7 +55,7 @@ fn explain(ctx: &Context) -> String {
 }
 
 fn check(name: &str, h: &History, budget: usize, expect: Expect) {
-    let s = build(name, &StrategiesConfig::default(), None).unwrap();
+    let s = build(name, &StrategiesConfig::default(), None, None).unwrap();
     let ctx = s.build(h, budget, None).unwrap();
     expect.assert_eq(&explain(&ctx));
 }
@@ -83,7 +84,7 @@ fn recent_summary_with_no_interactions_is_just_the_system_prompt() {
 #[test]
 fn recent_summary_with_8_interactions_has_no_summary() {
     let h = interactions(8);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None).unwrap();
+    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None, None).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     assert!(ctx.blocks.iter().all(|b| b.kind != BlockKind::Summary));
     assert_eq!(ctx.blocks.len(), 1 + 8);
@@ -130,7 +131,7 @@ fn recent_summary_with_9_interactions_summarises_the_first() {
 #[test]
 fn recent_summary_with_20_interactions_keeps_top_5_topics_and_3_points() {
     let h = interactions(20);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None).unwrap();
+    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None, None).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     let summary = &ctx.blocks[1];
     assert_eq!(summary.kind, BlockKind::Summary);
@@ -148,7 +149,7 @@ fn recent_summary_beyond_the_buffer_forgets_the_oldest() {
     // 45 interactions: the buffer holds 40 (u6..), of which the 12 before the last 8 are
     // summarised: u26..u37.
     let h = interactions(45);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None).unwrap();
+    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None, None).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     assert_eq!(ctx.blocks[1].source_ids.first().map(String::as_str), Some("u26"));
     assert_eq!(ctx.blocks[2].source_ids.first().map(String::as_str), Some("u38"));
@@ -164,10 +165,10 @@ fn recent_summary_falls_back_when_nothing_is_left_to_say() {
         Turn::new("u2", Role::User, "x"),
     ]);
     let config = StrategiesConfig {
-        recent_summary: crate::RecentSummaryConfig { recent: 1, ..Default::default() },
+        recent_summary: strata_strategies::RecentSummaryConfig { recent: 1, ..Default::default() },
         ..Default::default()
     };
-    let ctx = build("recent-8-summary-12", &config, None).unwrap().build(&h, 1000, None).unwrap();
+    let ctx = build("recent-8-summary-12", &config, None, None).unwrap().build(&h, 1000, None).unwrap();
     assert!(ctx.blocks[0].content.ends_with("Earlier conversation about various topics."));
 }
 
@@ -218,7 +219,7 @@ fn window_keeps_tool_pairs_together() {
         verbatim_turn [a2] 9: x is 42.
     "#]],
     );
-    let s = build("window", &StrategiesConfig::default(), None).unwrap();
+    let s = build("window", &StrategiesConfig::default(), None, None).unwrap();
     let ctx = s.build(&h, with_pair, None).unwrap();
     assert_eq!(ctx.verbatim_ids().collect::<Vec<_>>(), ["a1", "r1", "a2"]);
 }
@@ -247,7 +248,7 @@ fn specific_keeps_the_rarest_sentences_in_conversation_order() {
         "#]],
     );
     // More budget keeps more, never less, and never more than the budget.
-    let s = build("specific", &StrategiesConfig::default(), None).unwrap();
+    let s = build("specific", &StrategiesConfig::default(), None, None).unwrap();
     let mut before = 0;
     for budget in [20, 45, 80, 400] {
         let ctx = s.build(&h, budget, None).unwrap();
@@ -295,7 +296,7 @@ impl Generator for Scripted {
 
 fn summary_buffer(answer: Result<&'static str, &'static str>) -> (Box<dyn Strategy>, Arc<Scripted>) {
     let generator = Arc::new(Scripted { answer, prompts: Mutex::new(Vec::new()) });
-    let s = build("summary-buffer", &StrategiesConfig::default(), Some(generator.clone())).unwrap();
+    let s = build("summary-buffer", &StrategiesConfig::default(), Some(generator.clone()), None).unwrap();
     (s, generator)
 }
 
@@ -337,7 +338,7 @@ fn summary_buffer_summarises_the_older_turns() {
 #[test]
 fn summary_buffer_falls_back_to_window() {
     let h = interactions(10);
-    let window = build("window", &StrategiesConfig::default(), None).unwrap().build(&h, 200, None).unwrap();
+    let window = build("window", &StrategiesConfig::default(), None, None).unwrap().build(&h, 200, None).unwrap();
     for (answer, note) in [
         (Err("model crashed"), "summary failed: generator scripted: model crashed; fell back to window"),
         (Ok("   "), "the generator returned an empty summary; fell back to window"),
@@ -347,7 +348,7 @@ fn summary_buffer_falls_back_to_window() {
         assert_eq!(ctx.blocks, window.blocks);
         assert_eq!(ctx.notes, [note]);
     }
-    let none = build("summary-buffer", &StrategiesConfig::default(), None).unwrap();
+    let none = build("summary-buffer", &StrategiesConfig::default(), None, None).unwrap();
     let ctx = none.build(&h, 200, None).unwrap();
     assert_eq!(ctx.blocks, window.blocks);
     assert_eq!(ctx.notes, ["no generator configured; fell back to window"]);
@@ -377,29 +378,41 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     assert!(err.starts_with("c.toml: unknown field `size`"), "{err}");
     let err = StrategiesConfig::parse("c.json", r#"{"summary-buffer": {"trigger": 2}}"#).unwrap_err().to_string();
     assert_eq!(err, "c.json: summary-buffer: `trigger` must be between 0 and 1, not 2");
-    // The tiered memory's table: read into its salience config, checked, typos refused.
-    let c = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 0.5\nredundancy = 0\ndated = false\n").unwrap();
+    // The tiered memory's table and its salience table: read, checked, typos refused.
+    let c = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 0.5\n[tiered.salience]\nredundancy = 0\ndated = false\n")
+        .unwrap();
     assert_eq!((c.tiered.salient, c.tiered.salient_with_question), (0.5, 0.25));
-    let s = c.tiered.salience();
-    assert_eq!((s.redundancy, s.dated, s.length_exponent, s.background), (0.0, false, 0.5, 0.0));
+    let s = &c.tiered.salience;
+    assert_eq!((s.redundancy, s.dated, s.length_exponent), (0.0, false, 0.5));
     let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 1.5\n").unwrap_err().to_string();
     assert_eq!(err, "c.toml: tiered: `salient` must be between 0 and 1, not 1.5");
-    let c = StrategiesConfig::parse("c.toml", "[tiered]\nnames = 0\n").unwrap();
-    assert_eq!(c.tiered.salience().names, 0.0);
-    let err = StrategiesConfig::parse("c.toml", "[tiered]\nnames = -1\n").unwrap_err().to_string();
-    assert_eq!(err, "c.toml: tiered: `names` must be between 0 and 100, not -1");
-    let c = StrategiesConfig::parse("c.toml", "[tiered]\nrarity_exponent = 1\n").unwrap();
-    assert_eq!(c.tiered.salience().rarity_exponent, 1.0);
-    let err = StrategiesConfig::parse("c.toml", "[tiered]\nrarity_exponent = 0\n").unwrap_err().to_string();
-    assert_eq!(err, "c.toml: tiered: `rarity_exponent` must be between 0.25 and 8, not 0");
-    let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalience = 0.5\n").unwrap_err().to_string();
-    assert!(err.starts_with("c.toml: unknown field `salience`"), "{err}");
-    let err = build("nope", &StrategiesConfig::default(), None).err().unwrap().to_string();
+    let c = StrategiesConfig::parse("c.toml", "[tiered.salience]\nnames = 0\n").unwrap();
+    assert_eq!(c.tiered.salience.names, 0.0);
+    let err = StrategiesConfig::parse("c.toml", "[tiered.salience]\nnames = -1\n").unwrap_err().to_string();
+    assert_eq!(err, "c.toml: tiered.salience: `names` must be between 0 and 100, not -1");
+    let c = StrategiesConfig::parse("c.json", r#"{"tiered": {"salience": {"rarity_exponent": 1}}}"#).unwrap();
+    assert_eq!(c.tiered.salience.rarity_exponent, 1.0);
+    let err = StrategiesConfig::parse("c.toml", "[tiered.salience]\nrarity_exponent = 0\n").unwrap_err().to_string();
+    assert_eq!(err, "c.toml: tiered.salience: `rarity_exponent` must be between 0.25 and 8, not 0");
+    let err = StrategiesConfig::parse("c.toml", "[tiered]\nsalince = 0.5\n").unwrap_err().to_string();
+    assert!(err.starts_with("c.toml: unknown field `salince`"), "{err}");
+    // Keys from before the salience table: refused with their new place, in TOML and JSON.
+    let err = StrategiesConfig::parse("c.toml", "[tiered]\nredundancy = 0.2\n").unwrap_err().to_string();
+    assert_eq!(err, "c.toml: `[tiered] redundancy` is now `[tiered.salience] redundancy`");
+    let err = StrategiesConfig::parse("c.json", r#"{"tiered": {"names": 1}}"#).unwrap_err().to_string();
+    assert_eq!(err, "c.json: `[tiered] names` is now `[tiered.salience] names`");
+    // Keys of experiments that were removed: refused, saying so.
+    let err = StrategiesConfig::parse("c.toml", "[tiered]\nshapes = 0.5\n").unwrap_err().to_string();
     assert_eq!(
         err,
-        "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer, segments, specific, or segments-abstractive"
+        "c.toml: `[tiered] shapes` was removed: an experiment that did not hold out (see docs/experiments.md)"
     );
-    let err = build("segments-abstractive", &StrategiesConfig::default(), None).err().unwrap().to_string();
+    let err = build("nope", &StrategiesConfig::default(), None, None).err().unwrap().to_string();
+    assert_eq!(
+        err,
+        "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer, segments, specific, tiered, or segments-abstractive"
+    );
+    let err = build("segments-abstractive", &StrategiesConfig::default(), None, None).err().unwrap().to_string();
     assert_eq!(err, "strategy `segments-abstractive` needs a generator (a local model: pass --model)");
 }
 
@@ -411,20 +424,16 @@ fn settings_list_every_knob_and_read_back_as_the_same_config() {
         [tiered]
         salient = 0.5
         salient_with_question = 0.25
+        burst_tokens = 200
+
+        [tiered.salience]
         length_exponent = 0.5
         redundancy = 0.5
         dated = true
         min_words = 2
-        background = 0.0
-        clause_words = 0
         asides = true
         names = 3.0
-        rarity_exponent = 3.0
-        shapes = 0.0
-        templates = 0.0
-        burst_tokens = 200
-        phrases = 0.0
-        notes = 0.0"#]]
+        rarity_exponent = 3.0"#]]
     .assert_eq(&tiered);
     // What `--explain` prints is a config file that gives the same settings back.
     let mut listed = String::new();
@@ -502,7 +511,7 @@ proptest! {
         let h = history(turns);
         let generator: Arc<dyn Generator> = Arc::new(Echo);
         for name in NAMES.iter().chain(&["segments-abstractive"]) {
-            let s = build(name, &StrategiesConfig::default(), Some(generator.clone())).unwrap();
+            let s = build(name, &StrategiesConfig::default(), Some(generator.clone()), None).unwrap();
             let ctx = s.build(&h, budget, None).unwrap();
             if s.bounded() {
                 prop_assert!(ctx.total_tokens() <= budget, "{name}: {} > {budget}", ctx.total_tokens());
@@ -534,9 +543,9 @@ proptest! {
 
 #[test]
 fn assembled_picks_cost_what_window_costs_and_break_no_rule_unnoticed() {
-    use crate::select::{assemble, Pick};
+    use strata_strategies::select::{assemble, Pick};
     let h = interactions(5);
-    let window = build("window", &StrategiesConfig::default(), None).unwrap().build(&h, 80, None).unwrap();
+    let window = build("window", &StrategiesConfig::default(), None, None).unwrap().build(&h, 80, None).unwrap();
     // The same turns picked by id make the same context, blocks and tokens alike.
     let picks: Vec<Pick> = window.verbatim_ids().map(|id| Pick::Turn(id.to_string())).collect();
     let same = assemble("mine", &h, 80, &picks).unwrap();
