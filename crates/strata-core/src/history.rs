@@ -17,11 +17,13 @@ pub struct Unit {
     pub tokens: usize,
 }
 
-/// A growing conversation with everything strategies need precomputed.
+/// A growing conversation with everything strategies need precomputed. Cloned only where a
+/// snapshot of it is still read while its writer moves on.
 ///
 /// Appending a turn costs O(that turn): its tokens are counted once, lookups go through hash
 /// maps, and nothing walks the older history. That is what lets a strategy rebuild a context
 /// after every turn of a 100k-turn conversation at a flat cost.
+#[derive(Clone)]
 pub struct History {
     conversation_id: String,
     counter: Arc<dyn TokenCounter>,

@@ -112,10 +112,20 @@ fn unix_now() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
+/// What is left to do once the request's messages are stored.
+enum Stored {
+    Done(Step),
+    /// Build the context from this snapshot, for this question; the client's history cost
+    /// this much as sent.
+    Build { snapshot: strata::Snapshot, question: Option<String>, sent_by_client: usize },
+}
+
 /// Stores the messages the conversation does not hold yet (each durably, before anything is
-/// forwarded) and builds the context for the newest user message.
+/// forwarded) and builds the context for the newest user message: from the memory's snapshot,
+/// outside the conversation's lock, so a slow context holds up no writer.
 fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Result<Step, ApiError> {
-    state.with_memory(id, |memory| {
+    let reply_at = turns.len();
+    let stored = state.with_memory(id, |memory| {
         let stored = memory.history().turns();
         let common = turns.iter().zip(stored).take_while(|(a, b)| api::same_message(a, b)).count();
         if common < stored.len() && common < turns.len() {
@@ -132,7 +142,7 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
         }
         if common == turns.len() {
             if let Some(reply) = stored.get(common).filter(|t| t.role == Role::Assistant) {
-                return Ok(Step::Replay(reply.clone()));
+                return Ok(Stored::Done(Step::Replay(reply.clone())));
             }
         }
         let first_new = memory.len();
@@ -150,7 +160,7 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
             added += 1;
         }
         state.metrics.stored(added);
-        for note in memory.take_notes() {
+        for note in memory.take_warnings() {
             log(&format!("conversation {id}: {note}"));
         }
         let history = memory.history();
@@ -158,13 +168,21 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
             + history.counter().chat_format().reply_priming as usize;
         if sent_by_client <= budget {
             state.metrics.tokens(sent_by_client, sent_by_client);
-            return Ok(Step::Ask(Prepared { messages: None, reply_at: turns.len() }));
+            return Ok(Stored::Done(Step::Ask(Prepared { messages: None, reply_at })));
         }
-        let question = turns.iter().rev().find(|t| t.role == Role::User).map(|t| t.content.as_str());
-        let context = memory.context(budget, question).map_err(|e| internal(format!("conversation {id}: {e}")))?;
-        state.metrics.tokens(sent_by_client, context.total_tokens());
-        Ok(Step::Ask(Prepared { messages: Some(context.messages()), reply_at: turns.len() }))
-    })
+        let question = turns.iter().rev().find(|t| t.role == Role::User).map(|t| t.content.clone());
+        Ok(Stored::Build { snapshot: memory.snapshot(), question, sent_by_client })
+    })?;
+    match stored {
+        Stored::Done(step) => Ok(step),
+        Stored::Build { snapshot, question, sent_by_client } => {
+            let context = snapshot
+                .context(budget, question.as_deref())
+                .map_err(|e| internal(format!("conversation {id}: {e}")))?;
+            state.metrics.tokens(sent_by_client, context.total_tokens());
+            Ok(Step::Ask(Prepared { messages: Some(context.messages()), reply_at }))
+        }
+    }
 }
 
 /// Refuses the whole request before anything is stored when one of its new messages could

@@ -98,7 +98,7 @@ async fn start_on(upstream: SocketAddr, store: Arc<dyn MemoryStore>, tweak: impl
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     tweak(&mut config);
     let state =
-        AppState::new(config, store, Parts { counter: counter(), embedder: None, generator: None, enricher: None })
+        AppState::new(config, store, Parts { counter: counter(), embedder: None, generator: None })
             .unwrap();
     let listener = bind(&state.config).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());

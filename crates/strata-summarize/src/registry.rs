@@ -372,6 +372,14 @@ impl Registry {
         &self.facts
     }
 
+    /// The facts stated in turn `index`. Turns are added in conversation order, so facts are
+    /// in turn order and a turn's are found by bisection, without a walk over them all.
+    pub fn facts_of_turn(&self, index: usize) -> &[Fact] {
+        let start = self.facts.partition_point(|f| f.turn_index < index);
+        let end = start + self.facts[start..].partition_point(|f| f.turn_index <= index);
+        &self.facts[start..end]
+    }
+
     /// Facts no later turn has replaced.
     pub fn active(&self) -> impl Iterator<Item = &Fact> {
         self.facts.iter().filter(|f| f.superseded_by.is_none())

@@ -457,12 +457,10 @@ impl Ranking {
                 continue;
             }
             // What the sentence adds to the rendered block: itself, its turn's speaker when
-            // the turn has no line yet, and the day's date line when the day has none.
-            let note = marked(r.turn, &r.text);
+            // the turn has no line yet, the day's date line when the day has none, and its
+            // note. A sentence that does not fit without its note is passed over before the
+            // note is asked for: once the block is nearly full, that is most of them.
             let mut cost = r.tokens + 1;
-            if let Some(note) = &note {
-                cost += counter.count(note) + 1;
-            }
             if !lines.contains(&r.turn) {
                 cost += r.line_tokens;
                 if let (true, Some(d)) = (config.dated, r.day) {
@@ -473,6 +471,13 @@ impl Ranking {
             }
             if used + cost > allowance {
                 continue;
+            }
+            let note = marked(r.turn, &r.text);
+            if let Some(note) = &note {
+                cost += counter.count(note) + 1;
+                if used + cost > allowance {
+                    continue;
+                }
             }
             used += cost;
             lines.insert(r.turn);

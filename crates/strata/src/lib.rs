@@ -3,29 +3,33 @@
 //!
 //! [`Memory`] is what a deployment embeds: `push` stores a turn (on disk before it returns),
 //! `context` builds what to send within a budget, optionally for a question, `checkpoint`
-//! asks the policy to compact now, `recall` searches the cold store. Summaries are made by a
-//! background worker, so `context` never waits on a model: it uses the freshest finished
-//! summaries, and new ones are swapped in only at turn boundaries (on `push`), so the context's
-//! prefix stays the same between swaps and provider prompt caches stay valid.
+//! asks the policy to compact now, `recall` searches the cold store. `Memory` is the writer:
+//! at each turn boundary it publishes a [`Snapshot`], and `context` and `recall` are plain
+//! reads of one, so a server builds contexts without holding the writer. Summaries and
+//! sentence rankings are made in the background, so `context` never waits on a model: it
+//! uses the freshest finished ones, swapped in only at turn boundaries (on `push`), so the
+//! context's prefix stays the same between swaps and provider prompt caches stay valid.
+//!
+//! [`registry`] names every strategy, the tiered memory included, for every front end.
 //!
 //! [`Tiered`] is the same machinery as an eval [`Strategy`](strata_core::Strategy).
 
-mod enrich;
+mod background;
 mod memory;
-mod phrases;
 mod ranker;
 mod recall;
 mod reembed;
-mod shared;
+pub mod registry;
 mod tiered;
 mod worker;
 
-pub use memory::{Clock, Layout, Memory, MemoryConfig, MemoryError, Parts, NOTES_SPAN_TOKENS};
+pub use memory::{Clock, Layout, Memory, MemoryConfig, MemoryError, Parts, Snapshot};
 pub use recall::RecallConfig;
 pub use reembed::reembed;
-pub use tiered::Tiered;
+pub use registry::{ConfigError, StrategiesConfig};
+pub use tiered::{Tiered, TieredConfig};
 
-/// Runs background model work (notes, summaries by a model) on a pool of threads of its own,
+/// Runs background model work (summaries by a model) on a pool of threads of its own,
 /// one call at a time for every memory of the process. Why a pool: a model's calls into rayon would otherwise go
 /// to the caller's pool, whose threads may all be blocked waiting for that very work
 /// (`Memory::settle` inside a parallel evaluation). Why one at a time: a pool thread waiting

@@ -1,7 +1,8 @@
-//! `Memory`: turns stored durably, tiers planned by the policy, summaries made in the
-//! background, and contexts built from them within a budget.
+//! `Memory`, the writer: turns stored durably, tiers planned by the policy, summaries and
+//! sentence rankings made in the background; and `Snapshot`, what it publishes at each turn
+//! boundary, from which contexts and recall are plain reads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,22 +13,16 @@ use strata_core::{
 };
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
 use strata_store::{MemoryStore, SqliteStore, TurnVectors};
-use strata_strategies::TieredConfig;
 use strata_summarize::{ExtractiveConfig, Ranking, Registry, SummaryConfig};
 use strata_topic::{TopicConfig, Tracker};
 
-use crate::enrich::{Enricher, NoteIndex};
-use crate::phrases::PhraseIndex;
-use crate::ranker::Ranker;
+use crate::background::Background;
+use crate::ranker::Rankings;
 use crate::recall::{self, RecallConfig};
-use crate::worker::{self, Job, SpanKey, Worker};
+use crate::tiered::TieredConfig;
+use crate::worker::{self, Job, SpanKey, Summaries};
 
 mod context;
-
-use context::SalientEntry;
-
-/// Most tokens of turns one request for notes holds: a longer session is noted in runs.
-pub const NOTES_SPAN_TOKENS: usize = 1_500;
 
 /// Where "now" comes from when the policy is asked for a plan. The memory reads the clock;
 /// the policy never does.
@@ -117,9 +112,6 @@ pub struct Parts {
     pub counter: Arc<dyn TokenCounter>,
     pub embedder: Option<Arc<dyn Embedder>>,
     pub generator: Option<Arc<dyn Generator>>,
-    /// The model that writes notes on each closed span at store time, for recall (used when
-    /// the layout weighs them, `[tiered] notes`). It may be the summaries' generator.
-    pub enricher: Option<Arc<dyn Generator>>,
 }
 
 impl std::fmt::Debug for Parts {
@@ -128,7 +120,6 @@ impl std::fmt::Debug for Parts {
             .field("counter", &self.counter.name())
             .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
             .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
-            .field("enricher", &self.enricher.as_ref().map(|g| g.model_id().to_string()))
             .finish()
     }
 }
@@ -148,63 +139,71 @@ pub enum MemoryError {
 /// sentence.
 type TurnEmbedding = (Option<Vec<f32>>, Vec<Vec<f32>>);
 
-/// A conversation's memory. See the crate documentation.
-pub struct Memory {
-    config: MemoryConfig,
-    parts: Parts,
+/// What contexts and recall read, as the writer published it at a turn boundary: the turns,
+/// their tiers, the summaries and the sentence ranking in view, and what recall groups and
+/// costs. Every part is shared (`Arc`), so a snapshot costs a few reference counts to take,
+/// and it never changes once taken: the writer copies a part a reader still holds before it
+/// changes it. Nothing in it locks or caches: two contexts from one snapshot are the same.
+#[derive(Clone)]
+pub struct Snapshot {
+    config: Arc<MemoryConfig>,
     store: Arc<dyn MemoryStore>,
-    history: History,
+    embedder: Option<Arc<dyn Embedder>>,
+    history: Arc<History>,
+    /// One tier per turn; every turn after the pinned ones and before `live_from` is cold.
+    tiers: Arc<Vec<Tier>>,
+    live_from: usize,
+    /// Spans of turns that left the hot tier (see `Memory::respan`), and the summaries in view.
+    spans: Arc<Vec<SpanKey>>,
+    shown: Arc<BTreeMap<SpanKey, Summary>>,
+    /// The sentence ranking in view, and the facts of turns no longer verbatim (they mark
+    /// superseded values among the salient sentences).
+    ranking: Option<Arc<Ranking>>,
+    registry: Arc<Registry>,
+    /// Sessions and bursts, and what each turn adds to the recalled block (without and with a
+    /// date line), counted once at push.
+    grouping: Arc<recall::Grouping>,
+    recalled_tokens: Arc<Vec<[usize; 2]>>,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("conversation", &self.config.conversation)
+            .field("turns", &self.history.len())
+            .field("summaries", &self.shown.len())
+            .finish()
+    }
+}
+
+/// A conversation's memory, the writer: `push` stores, plans and submits background work,
+/// and publishes a [`Snapshot`] at each turn boundary. See the crate documentation.
+pub struct Memory {
+    /// What readers see; changed only here, at turn boundaries.
+    published: Snapshot,
     /// Topic starts, followed turn by turn (it keeps the newest vectors it needs; the store
     /// holds them all).
     topics: Tracker,
-    /// Sessions and bursts, for recall.
-    grouping: recall::Grouping,
-    /// Phrase vectors, for recall, when the layout weighs them (`[tiered] phrases`).
-    phrases: PhraseIndex,
-    /// Notes a model wrote on closed spans, for recall, when the layout weighs them
-    /// (`[tiered] notes`), taken from the enricher at turn boundaries.
-    note_index: NoteIndex,
-    enricher: Option<Enricher>,
-    /// Turns before this one belong to sessions already sent to the enricher.
-    enrich_from: usize,
-    /// What each turn adds to the recalled block: without and with a date line. Counted once,
-    /// at push, so that building a context counts nothing twice.
-    recalled_tokens: Vec<[usize; 2]>,
-    tiers: Vec<Tier>,
-    /// Every turn after the pinned ones and before this one is cold: plans leave them out.
-    live_from: usize,
-    /// Spans of turns that left the hot tier (see `respan`), kept up to date at each plan.
-    spans: Vec<SpanKey>,
-    /// Facts of every turn before `registry_upto` (the turns no longer verbatim): they mark
-    /// superseded values among the salient sentences.
-    registry: Registry,
+    /// The registry holds the facts of every turn before this one.
     registry_upto: usize,
-    /// Ranks the sentences that may be shown as salient, off the caller's thread.
-    ranker: Ranker,
-    /// Turns stored but not yet sent to the ranker (sent once per push or push_all).
-    unranked: Vec<(usize, Turn)>,
-    /// The ranking contexts use: taken from the ranker at turn boundaries only, like the
-    /// summaries, so the context's prefix does not change between two pushes.
-    ranking: Option<Arc<Ranking>>,
-    /// The last salient block, by (ranked turns, turns, candidates before, allowance):
-    /// contexts built at one turn for many questions share it (it does not depend on the
-    /// question).
-    salient_cache: std::sync::Mutex<Option<SalientEntry>>,
-    worker: Worker,
-    /// The summaries contexts use: taken from the worker at turn boundaries only.
-    shown: BTreeMap<SpanKey, Summary>,
     last_plan: Option<Plan>,
+    summaries: Background<Summaries>,
+    /// Spans sent for summarising and not yet taken back.
+    queued: BTreeSet<SpanKey>,
+    rankings: Background<Rankings>,
+    /// Turns stored but not yet sent for ranking (sent once per push or push_all).
+    unranked: Vec<(usize, Turn)>,
     /// Things a user should know (an embedding that failed, a summary not saved).
-    notes: Vec<String>,
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for Memory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Memory")
-            .field("conversation", &self.config.conversation)
-            .field("store", &self.store.location())
-            .field("turns", &self.history.len())
-            .field("worker", &self.worker)
+            .field("conversation", &self.published.config.conversation)
+            .field("store", &self.published.store.location())
+            .field("turns", &self.published.history.len())
+            .field("summaries", &self.summaries)
             .finish()
     }
 }
@@ -239,87 +238,84 @@ impl Memory {
             topics.push(t, vectors.get(i).map(Vec::as_slice));
         }
         drop(vectors);
-        let worker = Worker::start(
-            worker::Context {
+        let summaries = Background::start(
+            "strata-summaries",
+            Summaries {
                 store: store.clone(),
                 conversation: config.conversation.clone(),
                 generator: parts.generator.clone(),
                 counter: parts.counter.clone(),
             },
-            finished.keys().copied().collect(),
         );
-        let ranker = Ranker::start(parts.counter.clone(), config.layout.tiered.salience());
-        let enricher = match (&parts.enricher, &parts.embedder) {
-            (Some(g), Some(e)) if config.layout.tiered.notes > 0.0 => Some(Enricher::start(g.clone(), e.clone())),
-            _ => None,
-        };
+        let rankings =
+            Background::start("strata-salience", Rankings::new(parts.counter.clone(), config.layout.tiered.salience.clone()));
+        let recalled_tokens = (0..history.len()).map(|i| context::count_recalled(&history, i)).collect();
         let mut memory = Memory {
-            grouping: recall::Grouping::default(),
-            phrases: PhraseIndex::default(),
-            note_index: NoteIndex::default(),
-            enricher,
-            enrich_from: 0,
-            recalled_tokens: Vec::new(),
+            published: Snapshot {
+                config: Arc::new(config),
+                store,
+                embedder: parts.embedder,
+                history: Arc::new(history),
+                tiers: Arc::new(tiers),
+                live_from: 0,
+                spans: Arc::new(Vec::new()),
+                shown: Arc::new(finished),
+                ranking: None,
+                registry: Arc::new(Registry::new()),
+                grouping: Arc::new(recall::Grouping::default()),
+                recalled_tokens: Arc::new(recalled_tokens),
+            },
             topics,
-            config,
-            parts,
-            store,
-            history,
-            tiers,
-            live_from: 0,
-            spans: Vec::new(),
-            registry: Registry::new(),
             registry_upto: 0,
-            ranker,
-            unranked: Vec::new(),
-            ranking: None,
-            salient_cache: std::sync::Mutex::new(None),
-            worker,
-            shown: finished,
             last_plan: None,
-            notes: Vec::new(),
+            summaries,
+            queued: BTreeSet::new(),
+            rankings,
+            unranked: Vec::new(),
+            warnings: Vec::new(),
         };
-        memory.recalled_tokens = (0..memory.history.len()).map(|i| memory.count_recalled(i)).collect();
         memory.extend_grouping();
-        if memory.phrases_on() {
-            let turns = memory.history.turns().to_vec();
-            memory.index_phrases(&turns);
-        }
-        memory.send_spans(false);
         // The stored turns are ranked before the memory is handed out (as the statistics
         // above are rebuilt), so a reopened memory's first context has them.
-        memory.ranker.send(memory.history.turns().iter().cloned().enumerate().collect());
-        memory.ranker.settle();
-        memory.ranking = memory.ranker.latest();
+        let stored: Vec<(usize, Turn)> = memory.published.history.turns().iter().cloned().enumerate().collect();
+        memory.rankings.submit(stored);
+        memory.rankings.settle();
+        memory.turn_boundary();
         memory.advance_live();
         memory.respan(0);
         memory.sync_registry();
         Ok(memory)
     }
 
+    /// The state as of the last turn boundary, to read without this memory: contexts and recall
+    /// from it never wait on this writer (a server builds them outside the conversation's lock).
+    pub fn snapshot(&self) -> Snapshot {
+        self.published.clone()
+    }
+
     pub fn conversation(&self) -> &str {
-        &self.config.conversation
+        &self.published.config.conversation
     }
 
     /// What the memory was opened with (its budget, policy and layout).
     pub fn config(&self) -> &MemoryConfig {
-        &self.config
+        &self.published.config
     }
 
     pub fn history(&self) -> &History {
-        &self.history
+        &self.published.history
     }
 
     pub fn len(&self) -> usize {
-        self.history.len()
+        self.published.history.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.history.is_empty()
+        self.published.history.is_empty()
     }
 
     pub fn tiers(&self) -> &[Tier] {
-        &self.tiers
+        &self.published.tiers
     }
 
     /// Where topics start (turn positions), as last detected: by embedding similarity when
@@ -332,11 +328,11 @@ impl Memory {
     /// The spans that left the hot tier, as summaries cover them.
     #[cfg(test)]
     pub(crate) fn spans(&self) -> &[SpanKey] {
-        &self.spans
+        &self.published.spans
     }
 
     pub fn store(&self) -> &Arc<dyn MemoryStore> {
-        &self.store
+        &self.published.store
     }
 
     /// The latest plan, with its explanation.
@@ -346,26 +342,42 @@ impl Memory {
 
     /// Summaries queued or running in the background.
     pub fn pending(&self) -> usize {
-        self.worker.pending()
+        self.summaries.pending()
     }
 
-    /// Notes gathered since the last call: embeddings that failed, summaries not saved.
-    pub fn take_notes(&mut self) -> Vec<String> {
-        let mut notes = std::mem::take(&mut self.notes);
-        notes.extend(self.worker.take_errors());
-        notes.extend(self.enricher.iter().flat_map(Enricher::take_errors));
-        notes
+    /// Warnings gathered since the last call: embeddings that failed, summaries not saved,
+    /// background work that stopped.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        let mut warnings = std::mem::take(&mut self.warnings);
+        warnings.extend(self.summaries.take_warnings());
+        warnings.extend(self.rankings.take_warnings());
+        warnings
+    }
+
+    /// The context for the next model call, within `budget` tokens, from the last snapshot
+    /// (see [`Snapshot::context`]).
+    pub fn context(&self, budget: usize, question: Option<&str>) -> Result<strata_core::Context, MemoryError> {
+        self.published.context(budget, question)
+    }
+
+    /// Searches the whole conversation (the cold store) for `query`: the best `k` turns.
+    pub fn recall(&self, query: &str, k: usize) -> Result<Vec<Hit>, MemoryError> {
+        self.published.recall(query, k)
+    }
+
+    /// The store's hybrid search over this conversation, as the store's search gives it.
+    pub fn search(&self, query: &RecallQuery) -> Result<Vec<Hit>, MemoryError> {
+        Ok(self.published.store.search(&self.published.config.conversation, query)?)
     }
 
     /// Adds a turn. It is written to the store (durably) before this returns `Ok`; then the
     /// policy plans, and spans that left the hot tier are queued for summarising.
     pub fn push(&mut self, turn: Turn) -> Result<(), MemoryError> {
         // Validate against the history first, so a bad turn is refused before it is stored.
-        self.history.push(turn.clone())?;
+        self.history_mut().push(turn.clone())?;
         let (vector, sentences) = self.embed_turn(&turn);
         let stored = self.store_and_plan(turn, vector, sentences);
         self.send_unranked();
-        self.send_spans(false);
         stored
     }
 
@@ -376,10 +388,9 @@ impl Memory {
     /// names; the turns before it are stored.
     pub fn push_all(&mut self, turns: &[Turn]) -> Result<(), MemoryError> {
         let mut vectors = self.embed_turns(turns).into_iter();
-        self.embed_phrases(turns);
         let mut stored = Ok(());
         for turn in turns {
-            stored = self.history.push(turn.clone()).map_err(MemoryError::from).and_then(|()| {
+            stored = self.history_mut().push(turn.clone()).map_err(MemoryError::from).and_then(|()| {
                 let (vector, sentences) = match vectors.next() {
                     Some(v) => v,
                     None => self.embed_turn(turn),
@@ -392,20 +403,19 @@ impl Memory {
         }
         // One batch for the ranker: it ranks once for all of them.
         self.send_unranked();
-        self.send_spans(false);
         stored
     }
 
     fn send_unranked(&mut self) {
         if !self.unranked.is_empty() {
-            self.ranker.send(std::mem::take(&mut self.unranked));
+            self.rankings.submit(std::mem::take(&mut self.unranked));
         }
     }
 
     /// The vectors of `turns` from one embedder call, or nothing when there is no embedder
     /// or the call fails (then each turn is embedded on its own, and a failure noted).
     fn embed_turns(&self, turns: &[Turn]) -> Vec<TurnEmbedding> {
-        let Some(e) = &self.parts.embedder else { return Vec::new() };
+        let Some(e) = &self.published.embedder else { return Vec::new() };
         let texts: Vec<Vec<String>> = turns.iter().map(strata_store::embedded_texts).collect();
         let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
         match e.embed(&flat) {
@@ -432,24 +442,24 @@ impl Memory {
         sentences: Vec<Vec<f32>>,
     ) -> Result<(), MemoryError> {
         let vectors = vector.as_deref().map(|whole| TurnVectors { whole, sentences: &sentences });
-        if let Err(e) = self.store.append_with(&self.config.conversation, &turn, vectors) {
-            self.history.truncate(self.history.len() - 1);
+        let snap = &self.published;
+        if let Err(e) = snap.store.append_with(&snap.config.conversation, &turn, vectors) {
+            let n = snap.history.len();
+            self.history_mut().truncate(n - 1);
             return Err(e.into());
         }
         // Held as the store gives it back, so that this memory and a reopened one detect the
         // same topics.
         let stored = vector.map(|v| strata_store::as_stored(&v));
         self.topics.push(&turn, stored.as_deref());
-        let i = self.history.len() - 1;
-        let cost = self.count_recalled(i);
-        self.recalled_tokens.push(cost);
+        let i = self.published.history.len() - 1;
+        let cost = context::count_recalled(&self.published.history, i);
+        Arc::make_mut(&mut self.published.recalled_tokens).push(cost);
         self.extend_grouping();
-        self.tiers.push(Tier::Hot);
-        self.unranked.push((i, turn.clone()));
-        self.index_phrases(std::slice::from_ref(&turn));
+        Arc::make_mut(&mut self.published.tiers).push(Tier::Hot);
+        self.unranked.push((i, turn));
         self.replan(false, self.topics.moved_from())?;
-        // A turn boundary: summaries finished since the last one come into view.
-        self.take_summaries();
+        self.turn_boundary();
         Ok(())
     }
 
@@ -457,58 +467,38 @@ impl Memory {
     /// plan.
     pub fn checkpoint(&mut self) -> Result<&Plan, MemoryError> {
         self.replan(true, None)?;
-        self.take_summaries();
+        self.turn_boundary();
         Ok(self.last_plan.as_ref().expect("replan sets the plan"))
     }
 
-    /// Waits for the background summaries to finish and swaps them in: for tools and
-    /// evaluations that want the settled state, never needed for correctness.
+    /// Waits for the background summaries and rankings to finish and swaps them in: for tools
+    /// and evaluations that want the settled state, never needed for correctness.
     pub fn settle(&mut self) {
-        // The open session gets notes too (a longer one replaces them once it closes).
-        self.send_spans(true);
-        self.worker.settle();
-        self.ranker.settle();
-        if let Some(e) = &self.enricher {
-            e.settle();
-        }
-        self.take_summaries();
-    }
-
-    /// Sends the sessions closed since the last call (and the open one, with `open`) to the
-    /// enricher, in runs of at most [`NOTES_SPAN_TOKENS`].
-    fn send_spans(&mut self, open: bool) {
-        let Some(e) = &self.enricher else { return };
-        let (turns, sessions) = (self.history.turns(), &self.grouping.sessions);
-        let mut start = self.enrich_from;
-        for j in start + 1..=turns.len() {
-            let closed = j < turns.len() && sessions[j] != sessions[j - 1];
-            if closed || (open && j == turns.len()) {
-                let mut at = start;
-                for run in strata_summarize::runs(&turns[start..j], self.parts.counter.as_ref(), NOTES_SPAN_TOKENS) {
-                    e.send(at, run);
-                    at += run.len();
-                }
-                start = j;
-                if closed {
-                    self.enrich_from = j;
-                }
-            }
-        }
+        self.summaries.settle();
+        self.rankings.settle();
+        self.turn_boundary();
     }
 
     /// A turn boundary: the summaries finished since the last one, and the newest ranking of
     /// salient sentences, come into view.
-    fn take_summaries(&mut self) {
-        self.shown.extend(self.worker.take_finished());
-        if let Some(e) = &self.enricher {
-            for (start, notes) in e.take_finished() {
-                self.note_index.insert(start, notes);
+    fn turn_boundary(&mut self) {
+        let finished = self.summaries.take_done();
+        if !finished.is_empty() {
+            let shown = Arc::make_mut(&mut self.published.shown);
+            for (key, summary) in finished {
+                self.queued.remove(&key);
+                if let Some(summary) = summary {
+                    shown.insert(key, summary);
+                }
             }
         }
-        self.ranking = self.ranker.latest();
-        if let Some(why) = self.ranker.take_failure() {
-            self.notes.push(format!("{why}; contexts go on without salient sentences"));
+        if let Some(newest) = self.rankings.take_done().pop() {
+            self.published.ranking = Some(newest);
         }
+    }
+
+    fn history_mut(&mut self) -> &mut History {
+        Arc::make_mut(&mut self.published.history)
     }
 
     /// A turn's vectors: of the text the lexical index holds (speaker and date included, so a
@@ -516,7 +506,7 @@ impl Memory {
     /// turn of two or more sentences, of each sentence after its speaker, in the same model
     /// call. A failed call leaves the turn to be found by its words.
     fn embed_turn(&mut self, turn: &Turn) -> TurnEmbedding {
-        let Some(e) = &self.parts.embedder else { return (None, Vec::new()) };
+        let Some(e) = &self.published.embedder else { return (None, Vec::new()) };
         let texts = strata_store::embedded_texts(turn);
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         match e.embed(&refs) {
@@ -525,7 +515,7 @@ impl Memory {
                 (vs.pop(), sentences)
             }
             Ok(vs) => {
-                self.notes.push(format!(
+                self.warnings.push(format!(
                     "turn {}: the embedder gave {} usable vectors for {} texts; it is found by its words only",
                     turn.id,
                     vs.iter().filter(|v| !v.is_empty()).count(),
@@ -534,99 +524,15 @@ impl Memory {
                 (None, Vec::new())
             }
             Err(err) => {
-                self.notes.push(format!("turn {}: not embedded ({err}); it is found by its words only", turn.id));
+                self.warnings.push(format!("turn {}: not embedded ({err}); it is found by its words only", turn.id));
                 (None, Vec::new())
             }
         }
     }
 
-    /// Whether recall weighs phrase vectors (so they are made at store time).
-    fn phrases_on(&self) -> bool {
-        self.parts.embedder.is_some() && self.config.layout.tiered.phrases > 0.0
-    }
-
-    /// Embeds the phrases of `turns` that have no vector yet, in one call; a failure is noted
-    /// (those phrases score nothing).
-    fn embed_phrases(&mut self, turns: &[Turn]) {
-        if !self.phrases_on() {
-            return;
-        }
-        let Some(e) = self.parts.embedder.clone() else { return };
-        if let Err(err) = self.phrases.embed_new(turns, e.as_ref()) {
-            let first = turns.first().map_or("", |t| t.id.as_str());
-            self.notes.push(format!("turn {first}: phrases not embedded ({err}); recall ranks without them"));
-        }
-    }
-
-    /// Adds `turns`, the next turns of the history, to the phrase index.
-    fn index_phrases(&mut self, turns: &[Turn]) {
-        if !self.phrases_on() {
-            return;
-        }
-        self.embed_phrases(turns);
-        for t in turns {
-            self.phrases.push(t);
-        }
-        debug_assert!(self.phrases.len() <= self.history.len());
-    }
-
-    /// Searches the whole conversation (the cold store) for `query`: the best `k` turns.
-    pub fn recall(&self, query: &str, k: usize) -> Result<Vec<Hit>, MemoryError> {
-        let ranked = self.rank(query)?;
-        Ok(ranked.into_iter().take(k).map(|(i, score)| Hit { turn: self.history.turns()[i].clone(), score }).collect())
-    }
-
-    /// The store's hybrid search over this conversation, as the [`Store`] trait gives it.
-    pub fn search(&self, query: &RecallQuery) -> Result<Vec<Hit>, MemoryError> {
-        Ok(self.store.search(&self.config.conversation, query)?)
-    }
-
-    fn rank(&self, question: &str) -> Result<Vec<(usize, f32)>, MemoryError> {
-        let content =
-            recall::content_words(question, self.history.turns()).filter(|_| self.config.recall.content_query > 0.0);
-        // Both vectors in one model call; a failed call leaves the question to its words.
-        let (embedding, content) = match &self.parts.embedder {
-            Some(e) => {
-                let texts: Vec<&str> = std::iter::once(question).chain(content.as_deref()).collect();
-                match e.embed_query(&texts) {
-                    Ok(mut vs) if vs.len() == texts.len() => {
-                        let content = (vs.len() == 2).then(|| vs.pop()).flatten();
-                        (vs.pop(), content)
-                    }
-                    _ => (None, None),
-                }
-            }
-            None => (None, None),
-        };
-        // Phrases meet what the question asks about: its content words, else the question.
-        let weight = self.config.layout.tiered.phrases as f32;
-        let phrases = content
-            .as_ref()
-            .or(embedding.as_ref())
-            .filter(|_| self.phrases_on() && self.phrases.len() == self.history.len())
-            .map(|q| (weight, self.phrases.scores(q, self.config.recall.depth)));
-        // Notes are met by the whole question: they name the speaker and the kind of thing.
-        let weight = self.config.layout.tiered.notes as f32;
-        let notes = embedding
-            .as_ref()
-            .filter(|_| weight > 0.0 && !self.note_index.is_empty())
-            .map(|q| (weight, self.note_index.scores(q, self.history.len(), self.config.recall.depth)));
-        recall::rank(
-            self.store.as_ref(),
-            &self.config.conversation,
-            self.history.turns(),
-            &self.grouping,
-            question,
-            embedding,
-            content,
-            phrases.into_iter().chain(notes).collect(),
-            &self.config.recall,
-        )
-    }
-
     fn now(&self) -> Timestamp {
-        let last = self.history.last_timestamp().map(|(_, ts)| ts);
-        match self.config.clock {
+        let last = self.published.history.last_timestamp().map(|(_, ts)| ts);
+        match self.published.config.clock {
             Clock::Fixed(t) => t,
             Clock::LastTurn => last.unwrap_or(Timestamp(0)),
             Clock::System => {
@@ -646,36 +552,37 @@ impl Memory {
     /// hundredth. `topics_moved` is where the topic starts last changed (spans after it are
     /// cut afresh).
     fn replan(&mut self, checkpoint: bool, topics_moved: Option<usize>) -> Result<(), MemoryError> {
-        // A plan may move turns out of the hot tier and into the registry: the salient block
-        // is chosen afresh.
-        *self.salient_cache.get_mut().unwrap_or_else(|p| p.into_inner()) = None;
-        let (n, pinned) = (self.history.len(), self.history.pinned());
-        let old_first_hot = self.first_hot();
+        let snap = &self.published;
+        let (n, pinned) = (snap.history.len(), snap.history.pinned());
+        let old_first_hot = snap.first_hot();
         // The plan reads the newest topic start and the one before it.
         let bounds = self.topics.boundaries();
         let topic_starts: Vec<usize> = bounds[bounds.len().saturating_sub(2)..].iter().map(|b| b.index).collect();
-        let from = self.live_from.min(n.saturating_sub(self.config.policy.recent_turns.max(1))).max(pinned);
+        let policy = &snap.config.policy;
+        let from = snap.live_from.min(n.saturating_sub(policy.recent_turns.max(1))).max(pinned);
         // The newest topic start, when it is cold, so that the plan can name it.
         let named = topic_starts.last().copied().filter(|&b| b >= pinned && b < from);
         let indices: Vec<usize> = (0..pinned).chain(named).chain(from..n).collect();
-        let turns = self.history.turns();
+        let turns = snap.history.turns();
         let state = State {
             turns: indices
                 .iter()
-                .map(|&i| TurnState::of(i, &turns[i], self.history.tokens(i), self.tiers[i]))
+                .map(|&i| TurnState::of(i, &turns[i], snap.history.tokens(i), snap.tiers[i]))
                 .collect(),
             left_out: n - indices.len(),
             pinned,
             topic_starts,
             checkpoint,
         };
-        let plan = strata_policy::plan(&state, &self.config.policy, self.now());
-        let first = indices.iter().zip(&plan.tiers).find(|(&i, t)| self.tiers[i] != **t).map(|(&i, _)| i);
+        let plan = strata_policy::plan(&state, policy, self.now());
+        let first = indices.iter().zip(&plan.tiers).find(|(&i, t)| snap.tiers[i] != **t).map(|(&i, _)| i);
         if let Some(first) = first {
+            let tiers = Arc::make_mut(&mut self.published.tiers);
             for (&i, &t) in indices.iter().zip(&plan.tiers) {
-                self.tiers[i] = t;
+                tiers[i] = t;
             }
-            self.store.set_tiers(&self.config.conversation, first as u64, &self.tiers[first..])?;
+            let snap = &self.published;
+            snap.store.set_tiers(&snap.config.conversation, first as u64, &snap.tiers[first..])?;
         }
         self.last_plan = Some(plan);
         self.advance_live();
@@ -689,24 +596,23 @@ impl Memory {
 
     /// Moves `live_from` past the cold turns.
     fn advance_live(&mut self) {
-        let mut i = self.live_from.max(self.history.pinned());
-        while i < self.tiers.len() && self.tiers[i] == Tier::Cold {
+        let snap = &mut self.published;
+        let mut i = snap.live_from.max(snap.history.pinned());
+        while i < snap.tiers.len() && snap.tiers[i] == Tier::Cold {
             i += 1;
         }
-        self.live_from = i;
-    }
-
-    /// Index of the first turn still hot after the pinned prefix (everything before it has
-    /// left the verbatim tier).
-    fn first_hot(&self) -> usize {
-        let p = self.history.pinned().max(self.live_from);
-        (p..self.tiers.len()).find(|&i| self.tiers[i] == Tier::Hot).unwrap_or(self.tiers.len())
+        snap.live_from = i;
     }
 
     fn sync_registry(&mut self) {
-        let upto = self.first_hot();
-        for i in self.registry_upto.max(self.history.pinned())..upto {
-            self.registry.add_turn(i, &self.history.turns()[i]);
+        let upto = self.published.first_hot();
+        let from = self.registry_upto.max(self.published.history.pinned());
+        if from < upto {
+            let snap = &mut self.published;
+            let registry = Arc::make_mut(&mut snap.registry);
+            for i in from..upto {
+                registry.add_turn(i, &snap.history.turns()[i]);
+            }
         }
         self.registry_upto = self.registry_upto.max(upto);
     }
@@ -717,11 +623,14 @@ impl Memory {
     /// holds position `changed` (a span's cuts depend only on the turns from its start), and
     /// the new spans queued for summarising.
     fn respan(&mut self, changed: usize) {
+        let end = self.published.first_hot();
+        let snap = &mut self.published;
+        let spans = Arc::make_mut(&mut snap.spans);
         // A span that ends at `changed` was cut there by that turn: it goes too.
-        let keep = self.spans.partition_point(|k| k.end < changed);
-        self.spans.truncate(keep);
-        let end = self.first_hot();
-        let from = self.spans.last().map_or(self.history.pinned(), |k| k.end);
+        let keep = spans.partition_point(|k| k.end < changed);
+        spans.truncate(keep);
+        let (history, tiers) = (&snap.history, &snap.tiers);
+        let from = spans.last().map_or(history.pinned(), |k| k.end);
         let (mut start, mut tokens) = (from, 0usize);
         let boundaries = self.topics.boundaries();
         let mut next_start = boundaries.partition_point(|b| b.index <= from);
@@ -731,49 +640,111 @@ impl Memory {
                 next_start += 1;
             }
             let cut = i > start
-                && (self.tiers[i] != self.tiers[start]
-                    || topic
-                    || tokens + self.history.tokens(i) > self.config.segment_tokens)
+                && (tiers[i] != tiers[start] || topic || tokens + history.tokens(i) > snap.config.segment_tokens)
                 // A tool result stays with the call it answers.
-                && self.history.unit_of(i).turns.first() == Some(&i);
+                && history.unit_of(i).turns.first() == Some(&i);
             if cut {
-                self.spans.push(SpanKey { start, end: i, tier: self.tiers[start] });
+                spans.push(SpanKey { start, end: i, tier: tiers[start] });
                 start = i;
                 tokens = 0;
             }
-            tokens += self.history.tokens(i);
+            tokens += history.tokens(i);
         }
         if start < end {
-            self.spans.push(SpanKey { start, end, tier: self.tiers[start] });
+            spans.push(SpanKey { start, end, tier: tiers[start] });
         }
         self.queue_summaries(keep);
     }
 
-    /// Queues the spans from the `from`-th on (the worker skips those done or queued).
+    /// Queues the spans from the `from`-th on that are neither summarised nor queued.
     fn queue_summaries(&mut self, from: usize) {
-        for &key in &self.spans[from..] {
+        let snap = &self.published;
+        let config = &snap.config;
+        for &key in &snap.spans[from..] {
+            if snap.shown.contains_key(&key) || !self.queued.insert(key) {
+                continue;
+            }
             let ratio = match key.tier {
-                Tier::Warm => self.config.policy.warm_ratio,
-                _ => self.config.policy.cool_ratio,
+                Tier::Warm => config.policy.warm_ratio,
+                _ => config.policy.cool_ratio,
             } as f64;
-            let config = SummaryConfig {
-                max_words: (self.config.max_summary_tokens * 3 / 4).max(20),
-                max_tokens: self.config.max_summary_tokens * 2,
-                deadline: self.config.summary_deadline,
+            let summary = SummaryConfig {
+                max_words: (config.max_summary_tokens * 3 / 4).max(20),
+                max_tokens: config.max_summary_tokens * 2,
+                deadline: config.summary_deadline,
                 extractive: ExtractiveConfig {
                     ratio,
-                    max_tokens: Some(self.config.max_summary_tokens),
+                    max_tokens: Some(config.max_summary_tokens),
                     ..ExtractiveConfig::default()
                 },
             };
-            let turns = self.history.turns()[key.start..key.end].to_vec();
-            self.worker.submit(Job { key, turns, config });
+            let turns = snap.history.turns()[key.start..key.end].to_vec();
+            self.summaries.submit(Job { key, turns, config: summary });
         }
     }
 
     /// Sessions and bursts for the turns pushed since the last call.
     fn extend_grouping(&mut self) {
-        let cap = self.config.layout.tiered.burst_tokens;
-        self.grouping.extend(self.history.turns(), &self.recalled_tokens, &self.config.recall, cap);
+        let snap = &mut self.published;
+        let cap = snap.config.layout.tiered.burst_tokens;
+        Arc::make_mut(&mut snap.grouping).extend(
+            snap.history.turns(),
+            &snap.recalled_tokens,
+            &snap.config.recall,
+            cap,
+        );
+    }
+}
+
+impl Snapshot {
+    pub fn conversation(&self) -> &str {
+        &self.config.conversation
+    }
+
+    pub fn history(&self) -> &History {
+        &self.history
+    }
+
+    /// Searches the whole conversation (the cold store) for `query`: the best `k` turns.
+    pub fn recall(&self, query: &str, k: usize) -> Result<Vec<Hit>, MemoryError> {
+        let ranked = self.rank(query)?;
+        Ok(ranked.into_iter().take(k).map(|(i, score)| Hit { turn: self.history.turns()[i].clone(), score }).collect())
+    }
+
+    /// Every turn with a positive score for `question`, best first: the question (and its
+    /// content words) embedded in one call, then the recall stages.
+    fn rank(&self, question: &str) -> Result<Vec<(usize, f32)>, MemoryError> {
+        let turns = self.history.turns();
+        let speakers = &self.grouping.speakers;
+        let content = recall::content_words(question, speakers).filter(|_| self.config.recall.content_query > 0.0);
+        // Both vectors in one model call; a failed call leaves the question to its words.
+        let (embedding, content) = match &self.embedder {
+            Some(e) => {
+                let texts: Vec<&str> = std::iter::once(question).chain(content.as_deref()).collect();
+                match e.embed_query(&texts) {
+                    Ok(mut vs) if vs.len() == texts.len() => {
+                        let content = (vs.len() == 2).then(|| vs.pop()).flatten();
+                        (vs.pop(), content)
+                    }
+                    _ => (None, None),
+                }
+            }
+            None => (None, None),
+        };
+        let at = recall::Input {
+            store: self.store.as_ref(),
+            conversation: &self.config.conversation,
+            turns,
+            grouping: &self.grouping,
+            config: &self.config.recall,
+        };
+        recall::rank(&at, &recall::Query::new(question, embedding, content, &self.config.recall))
+    }
+
+    /// Index of the first turn still hot after the pinned prefix (everything before it has
+    /// left the verbatim tier).
+    fn first_hot(&self) -> usize {
+        let p = self.history.pinned().max(self.live_from);
+        (p..self.tiers.len()).find(|&i| self.tiers[i] == Tier::Hot).unwrap_or(self.tiers.len())
     }
 }

@@ -1,6 +1,7 @@
-//! Question-aware recall: the store's fused BM25 + embedding ranking, re-scored by each turn's
-//! neighbours in the same session and by the speaker the question names, and searched twice
-//! by meaning: with the question's vector and with its content words' vector.
+//! Question-aware recall, as a list of stages: the store's fused BM25 + embedding ranking
+//! (searched twice by meaning: with the question's vector and with its content words'), each
+//! re-scored by its surroundings (bursts, neighbours in the same session, the speaker the
+//! question names), then the rankings added into one.
 //!
 //! Why neighbours: in chat, the turn that answers a question is often the reply to the turn
 //! that matches it ("What did you adopt?" / "A puppy!"), so a turn's score borrows from the
@@ -54,6 +55,9 @@ impl Default for RecallConfig {
 pub(crate) struct Grouping {
     pub(crate) sessions: Vec<u32>,
     pub(crate) bursts: Vec<u32>,
+    /// Every speaker's name, lowercased: what a question may name, kept as turns arrive so
+    /// that a question never walks the conversation to find them.
+    pub(crate) speakers: BTreeSet<String>,
     /// What the last burst costs so far.
     last_cost: usize,
 }
@@ -65,6 +69,13 @@ impl Grouping {
     /// what is recalled as one. A cap of 0 makes every message its own burst.
     pub(crate) fn extend(&mut self, turns: &[Turn], costs: &[[usize; 2]], config: &RecallConfig, cap: usize) {
         extend_sessions(&mut self.sessions, turns, config.session_gap_seconds);
+        for t in &turns[self.bursts.len()..] {
+            if let Some(s) = &t.speaker {
+                if !self.speakers.contains(&s.to_lowercase()) {
+                    self.speakers.insert(s.to_lowercase());
+                }
+            }
+        }
         for i in self.bursts.len()..turns.len() {
             let same = i.checked_sub(1).is_some_and(|p| {
                 let (a, b) = (&turns[p], &turns[i]);
@@ -106,102 +117,168 @@ pub(crate) fn extend_sessions(sessions: &mut Vec<u32>, turns: &[Turn], gap: i64)
 /// The question without its stopwords, question words and the conversation's speaker names:
 /// "When did Melanie paint a sunrise?" → "paint sunrise". `None` when nothing is left or
 /// nothing was removed (the second search would repeat the first).
-pub(crate) fn content_words(question: &str, turns: &[Turn]) -> Option<String> {
+pub(crate) fn content_words(question: &str, speakers: &BTreeSet<String>) -> Option<String> {
     // Question words and the possessive's "s" that the shared stopword list does not hold.
     const QUESTION: &[&str] = &["where", "why", "whom", "whose", "s"];
-    let speakers: BTreeSet<String> = turns
-        .iter()
-        .filter_map(|t| t.speaker.as_deref())
-        .flat_map(str::split_whitespace)
-        .map(str::to_lowercase)
-        .collect();
-    let words: Vec<&str> = question.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let speakers: BTreeSet<&str> = speakers.iter().flat_map(|s| s.split_whitespace()).collect();
+    let words: Vec<&str> = strata_text::alnum_words(question).collect();
     let kept: Vec<&str> = words
         .iter()
         .copied()
         .filter(|w| {
             let w = w.to_lowercase();
-            !is_stopword(&w) && !QUESTION.contains(&w.as_str()) && !speakers.contains(&w)
+            !is_stopword(&w) && !QUESTION.contains(&w.as_str()) && !speakers.contains(w.as_str())
         })
         .collect();
     (!kept.is_empty() && kept.len() < words.len()).then(|| kept.join(" "))
 }
 
-/// Turn positions for `question`, best first: every turn with a positive score. With
-/// `content` (the vector of the question's [`content_words`]), the ranking with the question's
-/// `embedding` and the one with `content` (both with the question's words for BM25) are each
-/// scaled to their best score and added, the second weighted by `config.content_query`. Each
-/// of `extra` (a weight and one score per turn: from the phrase index, from the notes) is
-/// added the same way.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn rank(
-    store: &dyn MemoryStore,
-    conversation: &str,
-    turns: &[Turn],
-    grouping: &Grouping,
-    question: &str,
-    embedding: Option<Vec<f32>>,
-    content: Option<Vec<f32>>,
-    extra: Vec<(f32, Vec<f32>)>,
-    config: &RecallConfig,
-) -> Result<Vec<(usize, f32)>, MemoryError> {
-    let named = named_speakers(turns, question);
-    // A ranking (one score per turn) re-scored by neighbours and the named speaker.
-    let rescore = |base: Vec<f32>| -> Vec<(usize, f32)> {
-        // Bursts as [start, end) with the best score of their messages.
-        let mut bursts: Vec<(usize, usize, f32)> = Vec::new();
-        for (i, &score) in base.iter().enumerate() {
-            match bursts.last_mut() {
-                Some(b) if grouping.bursts[b.0] == grouping.bursts[i] => {
-                    b.1 = i + 1;
-                    b.2 = b.2.max(score);
-                }
-                _ => bursts.push((i, i + 1, score)),
-            }
+/// What recall reads of a snapshot.
+pub(crate) struct Input<'a> {
+    pub(crate) store: &'a dyn MemoryStore,
+    pub(crate) conversation: &'a str,
+    pub(crate) turns: &'a [Turn],
+    pub(crate) grouping: &'a Grouping,
+    pub(crate) config: &'a RecallConfig,
+}
+
+/// A question as recall searches it: its words, and each search's weight and vector (the
+/// question's own; its [`content_words`]' when there are any). No vector (no embedder, or a
+/// failed call) searches by words alone.
+#[derive(Debug)]
+pub(crate) struct Query<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) searches: Vec<(f32, Option<Vec<f32>>)>,
+}
+
+impl<'a> Query<'a> {
+    pub(crate) fn new(
+        text: &'a str,
+        embedding: Option<Vec<f32>>,
+        content: Option<Vec<f32>>,
+        config: &RecallConfig,
+    ) -> Query<'a> {
+        let mut searches = vec![(1.0, embedding)];
+        if let Some(v) = content.filter(|_| config.content_query > 0.0) {
+            searches.push((config.content_query, Some(v)));
         }
-        let session = |b: usize| grouping.sessions[bursts[b].0];
-        let mut scored: Vec<(usize, f32, f32)> = Vec::new();
-        for b in 0..bursts.len() {
-            let (start, end, own) = bursts[b];
-            let mut s = own;
-            for (d, w) in config.neighbours.iter().enumerate() {
-                let d = d + 1;
-                for c in [b.checked_sub(d), b.checked_add(d).filter(|&c| c < bursts.len())].into_iter().flatten() {
-                    if session(c) == session(b) {
-                        s += w * bursts[c].2;
-                    }
-                }
-            }
-            if turns[start].speaker.as_ref().is_some_and(|sp| named.contains(&sp.to_lowercase())) {
-                s *= 1.0 + config.speaker_boost;
-            }
-            if s > 0.0 {
-                // Every message of the burst carries its score; its own orders it within.
-                scored.extend((start..end).map(|i| (i, s, base[i])));
-            }
-        }
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
-        scored.into_iter().map(|(i, s, _)| (i, s)).collect()
-    };
-    // One search: the store's fused ranking.
-    let search = |embedding: Option<Vec<f32>>| -> Result<Vec<(usize, f32)>, MemoryError> {
-        let query = RecallQuery { text: question.to_string(), k: config.depth, embedding, time_range: None };
-        let mut base = vec![0f32; turns.len()];
-        for r in store.search_ranked(conversation, &query)? {
-            if let Some(s) = base.get_mut(r.seq as usize) {
-                *s = r.score;
-            }
-        }
-        Ok(rescore(base))
-    };
-    let mut rankings = vec![(1.0, search(embedding)?)];
-    if let Some(v) = content.filter(|_| config.content_query > 0.0) {
-        rankings.push((config.content_query, search(Some(v))?));
+        Query { text, searches }
     }
-    for (weight, base) in extra.into_iter().filter(|(w, _)| *w > 0.0) {
-        rankings.push((weight, rescore(base)));
+}
+
+/// Turn positions with their scores, best first.
+pub(crate) type Ranked = Vec<(usize, f32)>;
+
+/// One stage of recall: it takes the weighted rankings the stages before it made and returns
+/// new ones. An experiment adds a stage rather than fields.
+pub(crate) trait Stage: Sync {
+    fn run(&self, at: &Input<'_>, query: &Query<'_>, rankings: Vec<(f32, Ranked)>)
+        -> Result<Vec<(f32, Ranked)>, MemoryError>;
+}
+
+/// The store's fused BM25 + dense ranking, once per search of the query.
+struct StoreFusion;
+
+impl Stage for StoreFusion {
+    fn run(&self, at: &Input<'_>, query: &Query<'_>, _: Vec<(f32, Ranked)>) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+        query
+            .searches
+            .iter()
+            .map(|(weight, embedding)| {
+                let q = RecallQuery {
+                    text: query.text.to_string(),
+                    k: at.config.depth,
+                    embedding: embedding.clone(),
+                    time_range: None,
+                };
+                let found = at.store.search_ranked(at.conversation, &q)?;
+                Ok((*weight, found.into_iter().map(|r| (r.seq as usize, r.score)).collect()))
+            })
+            .collect()
     }
-    Ok(if rankings.len() == 1 { rankings.pop().map(|(_, r)| r).unwrap_or_default() } else { combine(&rankings) })
+}
+
+/// Each ranking re-scored by the turn's surroundings: a burst ranked as one turn (the best of
+/// its messages), a share of its neighbours' scores in the same session, and a boost for the
+/// speaker the question names.
+struct Surroundings;
+
+impl Stage for Surroundings {
+    fn run(
+        &self,
+        at: &Input<'_>,
+        query: &Query<'_>,
+        rankings: Vec<(f32, Ranked)>,
+    ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+        let named = named_speakers(&at.grouping.speakers, query.text);
+        Ok(rankings.into_iter().map(|(w, ranked)| (w, rescore(at, &named, &ranked))).collect())
+    }
+}
+
+/// The rankings added into one, each scaled to its best score; one ranking passes as it is.
+struct Combine;
+
+impl Stage for Combine {
+    fn run(&self, _: &Input<'_>, _: &Query<'_>, rankings: Vec<(f32, Ranked)>) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+        Ok(if rankings.len() == 1 { rankings } else { vec![(1.0, combine(&rankings))] })
+    }
+}
+
+/// The stages, in order.
+const STAGES: &[&dyn Stage] = &[&StoreFusion, &Surroundings, &Combine];
+
+/// Turn positions for the query, best first: every turn with a positive score.
+pub(crate) fn rank(at: &Input<'_>, query: &Query<'_>) -> Result<Ranked, MemoryError> {
+    let mut rankings = Vec::new();
+    for stage in STAGES {
+        rankings = stage.run(at, query, rankings)?;
+    }
+    Ok(rankings.pop().map(|(_, r)| r).unwrap_or_default())
+}
+
+/// A ranking from the store re-scored by bursts, neighbours and the named speaker.
+fn rescore(at: &Input<'_>, named: &BTreeSet<String>, ranked: &Ranked) -> Ranked {
+    let (turns, grouping, config) = (at.turns, at.grouping, at.config);
+    let mut base = vec![0f32; turns.len()];
+    for &(i, score) in ranked {
+        if let Some(s) = base.get_mut(i) {
+            *s = score;
+        }
+    }
+    // Bursts as [start, end) with the best score of their messages.
+    let mut bursts: Vec<(usize, usize, f32)> = Vec::new();
+    for (i, &score) in base.iter().enumerate() {
+        match bursts.last_mut() {
+            Some(b) if grouping.bursts[b.0] == grouping.bursts[i] => {
+                b.1 = i + 1;
+                b.2 = b.2.max(score);
+            }
+            _ => bursts.push((i, i + 1, score)),
+        }
+    }
+    let session = |b: usize| grouping.sessions[bursts[b].0];
+    let mut scored: Vec<(usize, f32, f32)> = Vec::new();
+    for b in 0..bursts.len() {
+        let (start, end, own) = bursts[b];
+        let mut s = own;
+        for (d, w) in config.neighbours.iter().enumerate() {
+            let d = d + 1;
+            for c in [b.checked_sub(d), b.checked_add(d).filter(|&c| c < bursts.len())].into_iter().flatten() {
+                if session(c) == session(b) {
+                    s += w * bursts[c].2;
+                }
+            }
+        }
+        if turns[start].speaker.as_ref().is_some_and(|sp| named.contains(&sp.to_lowercase())) {
+            s *= 1.0 + config.speaker_boost;
+        }
+        if s > 0.0 {
+            // Every message of the burst carries its score; its own orders it within.
+            scored.extend((start..end).map(|i| (i, s, base[i])));
+        }
+    }
+    scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(b.2.total_cmp(&a.2)).then(a.0.cmp(&b.0)));
+    scored.into_iter().map(|(i, s, _)| (i, s)).collect()
 }
 
 /// Weighted sum of rankings, each scaled to its best score; best first, ties by position.
@@ -218,14 +295,8 @@ pub(crate) fn combine(rankings: &[(f32, Vec<(usize, f32)>)]) -> Vec<(usize, f32)
     out
 }
 
-/// Lowercased speaker names that the question mentions as words.
-fn named_speakers(turns: &[Turn], question: &str) -> BTreeSet<String> {
-    let words: BTreeSet<String> =
-        question.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect();
-    turns
-        .iter()
-        .filter_map(|t| t.speaker.as_deref())
-        .map(str::to_lowercase)
-        .filter(|s| s.split_whitespace().any(|part| words.contains(part)))
-        .collect()
+/// Lowercased speaker names (of `speakers`) that the question mentions as words.
+fn named_speakers(speakers: &BTreeSet<String>, question: &str) -> BTreeSet<String> {
+    let words: BTreeSet<String> = strata_text::alnum_words(question).map(str::to_lowercase).collect();
+    speakers.iter().filter(|s| s.split_whitespace().any(|part| words.contains(part))).cloned().collect()
 }

@@ -579,7 +579,9 @@ fn a_question_content_words_leave_out_question_words_stopwords_and_speakers() {
         t
     };
     let turns = [spoken("Melanie Ortiz"), spoken("Caroline")];
-    let words = |q: &str| crate::recall::content_words(q, &turns);
+    let mut grouping = crate::recall::Grouping::default();
+    grouping.extend(&turns, &[[1, 1]; 2], &crate::recall::RecallConfig::default(), 200);
+    let words = |q: &str| crate::recall::content_words(q, &grouping.speakers);
     assert_eq!(words("What activities does Melanie partake in?").as_deref(), Some("activities partake"));
     assert_eq!(words("Where did Caroline's ORTIZ family move from?").as_deref(), Some("family move"));
     assert_eq!(words("When did Melanie paint a sunrise?").as_deref(), Some("paint sunrise"));

@@ -1,48 +1,39 @@
-//! The context a memory builds for the next model call: the budget shared between summaries,
+//! The context a snapshot builds for the next model call: the budget shared between summaries,
 //! salient sentences, recalled turns and the newest turns verbatim, and how each part is
-//! rendered. Reads the memory's state; changes nothing.
+//! rendered. A plain read of the snapshot: it changes nothing and caches nothing.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use strata_core::{Block, BlockKind, Context, Role};
+use strata_core::{Block, BlockKind, Context, History, Role, Turn};
 use strata_strategies::select::{finish, newest_fitting, pin_system};
 use strata_summarize::FactKind;
-use strata_text::{resolve_relative, Date};
+use strata_text::{date_line, relative_note, Date};
 
-use super::{Memory, MemoryError};
+use super::{MemoryError, Snapshot};
 
 /// The first line of the recalled block.
 const RECALLED_HEADING: &str = "[Recalled from earlier in this conversation, verbatim]";
 
-/// A cached salient block: (ranked turns, turns, candidates before, allowance) and the block.
-pub(super) type SalientEntry = ((usize, usize, usize, usize), Option<Block>);
-
-impl Memory {
+impl Snapshot {
     /// The salient sentences of turns before `upto` within `allowance`, sentences whose every
     /// fact a later turn replaced marked as superseded.
     fn salient_block(&self, allowance: usize, upto: usize) -> Option<Block> {
-        let key = (self.ranking.as_ref().map_or(0, |r| r.turns()), self.history.len(), upto, allowance);
-        let mut cache = self.salient_cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((k, block)) = cache.as_ref() {
-            if *k == key {
-                return block.clone();
-            }
-        }
-        let block = self.choose_salient(allowance, upto);
-        *cache = Some((key, block.clone()));
-        block
-    }
-
-    fn choose_salient(&self, allowance: usize, upto: usize) -> Option<Block> {
-        let mut superseded: BTreeMap<(usize, &str), Option<&str>> = BTreeMap::new();
-        for f in self.registry.facts().iter().filter(|f| f.kind != FactKind::Name) {
-            let e = superseded.entry((f.turn_index, f.sentence.as_str())).or_insert(f.superseded_by.as_deref());
-            if f.superseded_by.is_none() {
-                *e = None;
-            }
-        }
+        // A sentence is marked when every fact it states (names aside) was replaced, with the
+        // turn that replaced the first of them.
         let marked = |turn: usize, sentence: &str| -> Option<String> {
-            superseded.get(&(turn, sentence)).copied().flatten().map(|by| format!("superseded at {by}"))
+            let mut by: Option<&str> = None;
+            for f in self.registry.facts_of_turn(turn) {
+                if f.kind == FactKind::Name || f.sentence != sentence {
+                    continue;
+                }
+                match f.superseded_by.as_deref() {
+                    None => return None,
+                    Some(b) => {
+                        by.get_or_insert(b);
+                    }
+                }
+            }
+            by.map(|by| format!("superseded at {by}"))
         };
         let counter = self.history.counter();
         // The ranking made in the background (see `ranker`); only packed here.
@@ -51,7 +42,7 @@ impl Memory {
             upto,
             allowance,
             counter,
-            &self.config.layout.tiered.salience(),
+            &self.config.layout.tiered.salience,
             &marked,
         )?;
         Some(Block::text(BlockKind::Salient, Role::System, s.text, s.turn_ids, counter))
@@ -77,12 +68,15 @@ impl Memory {
             let day = self.history.turns()[j].timestamp.map(Date::of);
             let last_day = last.and_then(|(_, d)| d);
             match day {
-                Some(d) if Some(d) != last_day => text.push_str(&format!("\n\n[{d}]")),
+                Some(d) if Some(d) != last_day => {
+                    text.push_str("\n\n");
+                    text.push_str(&date_line(d));
+                }
                 _ if last.is_some_and(|(i, _)| i + 1 != j) => text.push('\n'),
                 _ => {}
             }
             text.push('\n');
-            text.push_str(&self.recalled_line(j));
+            text.push_str(&recalled_line(&self.history.turns()[j]));
             last = Some((j, day.or(last_day)));
         }
         let ids = turns.iter().map(|&j| self.history.turns()[j].id.clone()).collect();
@@ -163,45 +157,6 @@ impl Memory {
         out.sort_unstable();
         out.dedup();
         out
-    }
-
-    /// What turn `i` adds to the recalled block, without and with a date line before it.
-    pub(super) fn count_recalled(&self, i: usize) -> [usize; 2] {
-        let counter = self.history.counter();
-        let line = self.recalled_line(i);
-        // The newline before a line mostly merges with the end of the line before it (".\n"
-        // is one token), so a line is counted without it.
-        let plain = counter.count(&line);
-        let dated = match self.history.turns()[i].timestamp {
-            Some(ts) => counter.count(&format!("\n[{}]\n{line}", Date::of(ts))),
-            None => plain,
-        };
-        [plain, dated]
-    }
-
-    /// Turn `i` as a line of the recalled block: the speaker (or role), the resolved relative
-    /// dates, the content, and any tool calls it made.
-    fn recalled_line(&self, i: usize) -> String {
-        let turn = &self.history.turns()[i];
-        let mut line = turn.speaker.clone().unwrap_or_else(|| turn.role.as_str().to_string());
-        if let (Role::Tool, Some(id)) = (turn.role, &turn.tool_call_id) {
-            line.push_str(&format!(" ({id})"));
-        }
-        line.push_str(": ");
-        if let Some(ts) = turn.timestamp {
-            let notes: Vec<String> = resolve_relative(&turn.content, ts)
-                .into_iter()
-                .map(|r| format!("{} = {}", r.phrase, r.means))
-                .collect();
-            if !notes.is_empty() {
-                line.push_str(&format!("[{}] ", notes.join("; ")));
-            }
-        }
-        line.push_str(&turn.content);
-        for call in &turn.tool_calls {
-            line.push_str(&format!(" [calls {} ({}) with {}]", call.name, call.id, call.arguments));
-        }
-        line
     }
 
     /// The context for the next model call, within `budget` tokens. With a `question`, part
@@ -311,4 +266,36 @@ impl Memory {
         }
         Ok(finish(ctx))
     }
+}
+
+/// What turn `i` adds to the recalled block, without and with a date line before it.
+pub(super) fn count_recalled(history: &History, i: usize) -> [usize; 2] {
+    let counter = history.counter();
+    let line = recalled_line(&history.turns()[i]);
+    // The newline before a line mostly merges with the end of the line before it (".\n"
+    // is one token), so a line is counted without it.
+    let plain = counter.count(&line);
+    let dated = match history.turns()[i].timestamp {
+        Some(ts) => counter.count(&format!("\n{}\n{line}", date_line(Date::of(ts)))),
+        None => plain,
+    };
+    [plain, dated]
+}
+
+/// A turn as a line of the recalled block: the speaker (or role), the resolved relative
+/// dates, the content, and any tool calls it made.
+fn recalled_line(turn: &Turn) -> String {
+    let mut line = turn.speaker_or_role().to_string();
+    if let (Role::Tool, Some(id)) = (turn.role, &turn.tool_call_id) {
+        line.push_str(&format!(" ({id})"));
+    }
+    line.push_str(": ");
+    if let Some(ts) = turn.timestamp {
+        line.push_str(&relative_note([turn.content.as_str()], ts));
+    }
+    line.push_str(&turn.content);
+    for call in &turn.tool_calls {
+        line.push_str(&format!(" [calls {} ({}) with {}]", call.name, call.id, call.arguments));
+    }
+    line
 }
