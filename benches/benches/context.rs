@@ -8,6 +8,9 @@
 //! `STRATA_DATA` names the datasets folder (default `../shared/datasets` beside the checkout);
 //! `STRATA_CONTEXT_SIZES` (comma-separated) overrides the sizes.
 
+// A benchmark's report is its output.
+#![allow(clippy::print_stdout)]
+
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;

@@ -18,7 +18,7 @@ use std::time::Instant;
 use strata::{Clock, Memory, MemoryConfig, Parts};
 use strata_candle::{locate, BertEmbedder, CachedEmbedder, EmbedderConfig, MINILM};
 use strata_core::{Embedder, RecallQuery, Timestamp, Turn};
-use strata_store::{SqliteStore, TurnVectors};
+use strata_store::{SqliteStore, Store, TurnVectors};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
@@ -130,7 +130,7 @@ fn recall_bench(corpus: &Corpus, n: usize, conversations: usize) {
         // What `recall(query, 10)` returns through the `Store` trait: turns read back.
         let top = RecallQuery { k: 10, ..both };
         let t = Instant::now();
-        let c = strata_core::Store::search(&store, "conv0", &top).expect("search");
+        let c = Store::search(&store, "conv0", &top).expect("search");
         full.push(t.elapsed().as_secs_f64() * 1e3);
         assert!(b.len() >= a.len().min(1) && c.len() <= 10);
     }
@@ -186,7 +186,7 @@ fn push_bench(corpus: &Corpus, model: Arc<dyn Embedder>, n: usize) {
     let store = SqliteStore::open(&dir.path().join("store.db")).expect("store");
     let t = Instant::now();
     for turn in &turns {
-        strata_core::Store::append(&store, "c", turn).expect("append");
+        Store::append(&store, "c", turn).expect("append");
     }
     let store_s = t.elapsed().as_secs_f64();
     let memory = |name: &str, embedder: Option<Arc<dyn Embedder>>| {

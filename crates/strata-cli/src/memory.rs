@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result};
 use strata::{Clock, Memory, MemoryConfig, Parts};
 use strata_core::{Embedder, Tier};
-use strata_store::SqliteStore;
+use strata_store::{SqliteStore, Store};
 use strata::TieredConfig;
 
 use crate::input::{load, Input};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use strata::Parts;
 use strata_server::{Backend, ServeConfig};
-use strata_store::{MemoryStore, PgStore, SqliteStore};
+use strata_store::{Store, PgStore, SqliteStore};
 
 use crate::BadInput;
 
@@ -137,7 +137,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
     memory.layout.recall = args.recall_share;
     config.memory = memory;
 
-    let store: Arc<dyn MemoryStore> = match &args.pg {
+    let store: Arc<dyn Store> = match &args.pg {
         Some(params) => Arc::new(PgStore::connect(params)?),
         None => Arc::new(SqliteStore::open(&args.db)?),
     };

@@ -3,9 +3,10 @@
 //! The key design choice is that this crate holds *data and contracts only*. A [`Turn`] is what
 //! was said, a [`History`] is a conversation with its token counts cached per turn, a
 //! [`Context`] is what a [`Strategy`] decided to send to the model. The seams to the heavy parts
-//! ([`TokenCounter`], [`Embedder`], [`Generator`], [`Store`]) are traits here so that feature
+//! ([`TokenCounter`], [`Embedder`], [`Generator`], [`Strategy`]) are traits here so that feature
 //! crates depend on this small crate rather than on each other, and so that tests can plug in
-//! fakes. Nothing here reads a clock, a file or a model.
+//! fakes; the store's trait lives with its two implementations in strata-store, and what it
+//! speaks ([`RecallQuery`], [`Hit`], [`StoreError`]) lives here. Nothing here reads a clock, a file or a model.
 
 mod context;
 mod history;
@@ -16,7 +17,7 @@ pub use context::{Block, BlockKind, Context, Message};
 pub use history::{History, HistoryError, Unit};
 pub use seams::{
     ChatFormat, ChatMessage, EmbedError, Embedder, GenerateError, GenerateRequest, Generation, Generator, Hit,
-    RecallQuery, Store, StoreError, Strategy, StrategyError, TokenCounter,
+    RecallQuery, StoreError, Strategy, StrategyError, TokenCounter,
 };
 pub use turn::{
     message_name, Conversation, ConversationError, Participant, Probe, Role, Segment, Summary, SummaryLevel, Tier,

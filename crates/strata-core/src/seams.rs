@@ -156,18 +156,6 @@ pub struct Hit {
     pub score: f32,
 }
 
-/// Where turns live in full: the cold tier.
-///
-/// Every method is scoped to one conversation id; a store never returns another
-/// conversation's turns.
-pub trait Store: Send + Sync {
-    /// Stores a turn durably; when this returns `Ok`, the turn survives a crash.
-    fn append(&self, conversation: &str, turn: &Turn) -> Result<(), StoreError>;
-    /// All turns of a conversation, in the order they were appended.
-    fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError>;
-    fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError>;
-}
-
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {

@@ -22,7 +22,7 @@ use axum::Router;
 use sha2::{Digest, Sha256};
 use strata::{Clock, Memory, MemoryConfig, Parts};
 use strata_core::{EmbedError, Embedder, Generator};
-use strata_store::MemoryStore;
+use strata_store::Store;
 
 pub mod api;
 mod chat;
@@ -137,7 +137,7 @@ type Slot = Arc<Mutex<Option<Memory>>>;
 /// What every handler shares.
 pub struct AppState {
     config: ServeConfig,
-    store: Arc<dyn MemoryStore>,
+    store: Arc<dyn Store>,
     parts: Parts,
     /// Open memories by conversation, each with the tick of its last use.
     memories: Mutex<HashMap<String, (Slot, u64)>>,
@@ -159,7 +159,7 @@ impl std::fmt::Debug for AppState {
 impl AppState {
     pub fn new(
         config: ServeConfig,
-        store: Arc<dyn MemoryStore>,
+        store: Arc<dyn Store>,
         mut parts: Parts,
     ) -> Result<Arc<AppState>, ServeError> {
         parts.embedder =
@@ -379,7 +379,7 @@ async fn shutdown() {
 /// not async. `ready` is called with the bound address before the first request is taken.
 pub fn run(
     config: ServeConfig,
-    store: Arc<dyn MemoryStore>,
+    store: Arc<dyn Store>,
     parts: Parts,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), ServeError> {

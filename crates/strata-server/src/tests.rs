@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 use serde_json::{json, Value};
 use strata::Parts;
 use strata_core::{Role, TokenCounter};
-use strata_store::{MemoryStore, SqliteStore};
+use strata_store::{Store, SqliteStore};
 
 use super::*;
 use crate::chat::SseReply;
@@ -86,7 +86,7 @@ async fn start(upstream: SocketAddr, tweak: impl FnOnce(&mut ServeConfig)) -> Ru
     start_on(upstream, Arc::new(SqliteStore::in_memory().unwrap()), tweak).await
 }
 
-async fn start_on(upstream: SocketAddr, store: Arc<dyn MemoryStore>, tweak: impl FnOnce(&mut ServeConfig)) -> Running {
+async fn start_on(upstream: SocketAddr, store: Arc<dyn Store>, tweak: impl FnOnce(&mut ServeConfig)) -> Running {
     let mut config = ServeConfig::new(Backend::Upstream {
         base: format!("http://{upstream}/v1"),
         key: None,

@@ -9,19 +9,17 @@
 //! and never modified.
 //!
 //! `PgStore` (feature `postgres`) is the same store on a PostgreSQL server, for deployments
-//! where many stateless servers share one store. The tiered memory runs on either through
-//! [`MemoryStore`].
+//! where many stateless servers share one store. Both implement [`Store`], the one store trait.
 
 mod lexical;
-mod memory_store;
 #[cfg(feature = "postgres")]
 mod pg;
 mod schema;
 mod search;
 mod sqlite;
+mod store;
 mod vectors;
 
-pub use memory_store::MemoryStore;
 #[cfg(feature = "postgres")]
 pub use pg::{PgStore, PG_SCHEMA_VERSION};
 pub use schema::SCHEMA_VERSION;
@@ -29,6 +27,7 @@ pub use search::{
     as_stored, civil_date, embedded_texts, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K,
 };
 pub use sqlite::{Compacted, SqliteStore, StoredSummary};
+pub use store::Store;
 
 #[cfg(test)]
 mod tests;

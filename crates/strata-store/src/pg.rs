@@ -7,10 +7,10 @@
 use std::sync::Mutex;
 
 use postgres::{Client, NoTls};
-use strata_core::{Hit, RecallQuery, Store, StoreError, Tier, Timestamp, Turn};
+use strata_core::{Hit, RecallQuery, StoreError, Tier, Timestamp, Turn};
 
 use crate::search::{self, TurnVectors};
-use crate::{MemoryStore, StoredSummary};
+use crate::{Store, StoredSummary};
 
 /// Each entry takes the schema from version `i` to `i + 1`; never edit a published one.
 const MIGRATIONS: &[&str] = &[
@@ -96,10 +96,6 @@ impl PgStore {
         Ok(PgStore { location, client: Mutex::new(client) })
     }
 
-    pub fn location(&self) -> &str {
-        &self.location
-    }
-
     /// The conversation's row id, created if absent.
     fn ensure_conversation(&self, client: &mut Client, name: &str) -> Result<i64, StoreError> {
         client
@@ -116,87 +112,11 @@ impl PgStore {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Stores a turn and its vectors in one transaction; returns its position.
-    pub fn append_with(
-        &self,
-        conversation: &str,
-        turn: &Turn,
-        vectors: Option<TurnVectors<'_>>,
-    ) -> Result<u64, StoreError> {
-        if let Some(problem) = vectors.and_then(|v| v.problem()) {
-            return Err(StoreError::Invalid {
-                location: self.location.clone(),
-                message: format!("conversation {conversation}: turn {}: {problem}", turn.id),
-            });
-        }
-        let mut client = self.client();
-        let mut tx = client.transaction().map_err(|e| self.err(e))?;
-        tx.execute("INSERT INTO strata_conversations (name) VALUES ($1) ON CONFLICT DO NOTHING", &[&conversation])
-            .map_err(|e| self.err(e))?;
-        // Locking the conversation's row orders concurrent appends to it, so positions never
-        // collide; other conversations are not blocked.
-        let conv: i64 = tx
-            .query_one("SELECT id FROM strata_conversations WHERE name = $1 FOR UPDATE", &[&conversation])
-            .map_err(|e| self.err(e))?
-            .get(0);
-        let exists = tx
-            .query_opt("SELECT seq FROM strata_turns WHERE conversation = $1 AND turn_id = $2", &[&conv, &turn.id])
-            .map_err(|e| self.err(e))?;
-        if let Some(row) = exists {
-            let at: i64 = row.get(0);
-            return Err(StoreError::Invalid {
-                location: self.location.clone(),
-                message: format!("conversation {conversation}: turn {} is already stored (position {at})", turn.id),
-            });
-        }
-        let seq: i64 = tx
-            .query_one("SELECT coalesce(max(seq) + 1, 0) FROM strata_turns WHERE conversation = $1", &[&conv])
-            .map_err(|e| self.err(e))?
-            .get(0);
-        let body = serde_json::to_string(turn).map_err(|e| StoreError::Invalid {
-            location: self.location.clone(),
-            message: format!("turn {}: {e}", turn.id),
-        })?;
-        let ts = turn.timestamp.map(Timestamp::seconds);
-        let vector: Option<Vec<f32>> = vectors.map(|v| v.whole.to_vec());
-        let sentences: Option<Vec<f32>> = vectors.filter(|v| !v.sentences.is_empty()).map(|v| v.sentences.concat());
-        tx.execute(
-            "INSERT INTO strata_turns (conversation, seq, turn_id, ts, body, tsv, vector, sentences)
-             VALUES ($1, $2, $3, $4, $5, to_tsvector('english', $6), $7, $8)",
-            &[&conv, &seq, &turn.id, &ts, &body, &search::indexed_text(turn), &vector, &sentences],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))?;
-        Ok(seq as u64)
-    }
-
-    /// Names of the stored conversations, sorted.
-    pub fn conversations(&self) -> Result<Vec<String>, StoreError> {
-        let rows =
-            self.client().query("SELECT name FROM strata_conversations ORDER BY name", &[]).map_err(|e| self.err(e))?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
     fn conversation_id(&self, client: &mut Client, name: &str) -> Result<Option<i64>, StoreError> {
         let row = client
             .query_opt("SELECT id FROM strata_conversations WHERE name = $1", &[&name])
             .map_err(|e| self.err(e))?;
         Ok(row.map(|r| r.get(0)))
-    }
-
-    /// Fused ranking of the conversation's turns, best first (as `SqliteStore::search_ranked`).
-    pub fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<search::Ranked>, StoreError> {
-        let mut client = self.client();
-        let fused = self.fused(&mut client, conversation, query)?;
-        let mut out = Vec::with_capacity(fused.len());
-        for (id, score) in fused {
-            let row = client
-                .query_one("SELECT seq, turn_id FROM strata_turns WHERE id = $1", &[&id])
-                .map_err(|e| self.err(e))?;
-            let seq: i64 = row.get(0);
-            out.push(search::Ranked { seq: seq as u64, turn_id: row.get(1), score });
-        }
-        Ok(out)
     }
 
     /// Row ids of the conversation's turns with their fused scores, best first.
@@ -272,18 +192,63 @@ impl PgStore {
     }
 }
 
-impl MemoryStore for PgStore {
+impl Store for PgStore {
     fn location(&self) -> &str {
         &self.location
     }
 
+    /// Stores a turn and its vectors in one transaction; returns its position.
     fn append_with(
         &self,
         conversation: &str,
         turn: &Turn,
         vectors: Option<TurnVectors<'_>>,
     ) -> Result<u64, StoreError> {
-        PgStore::append_with(self, conversation, turn, vectors)
+        if let Some(problem) = vectors.and_then(|v| v.problem()) {
+            return Err(StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: turn {}: {problem}", turn.id),
+            });
+        }
+        let mut client = self.client();
+        let mut tx = client.transaction().map_err(|e| self.err(e))?;
+        tx.execute("INSERT INTO strata_conversations (name) VALUES ($1) ON CONFLICT DO NOTHING", &[&conversation])
+            .map_err(|e| self.err(e))?;
+        // Locking the conversation's row orders concurrent appends to it, so positions never
+        // collide; other conversations are not blocked.
+        let conv: i64 = tx
+            .query_one("SELECT id FROM strata_conversations WHERE name = $1 FOR UPDATE", &[&conversation])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        let exists = tx
+            .query_opt("SELECT seq FROM strata_turns WHERE conversation = $1 AND turn_id = $2", &[&conv, &turn.id])
+            .map_err(|e| self.err(e))?;
+        if let Some(row) = exists {
+            let at: i64 = row.get(0);
+            return Err(StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: turn {} is already stored (position {at})", turn.id),
+            });
+        }
+        let seq: i64 = tx
+            .query_one("SELECT coalesce(max(seq) + 1, 0) FROM strata_turns WHERE conversation = $1", &[&conv])
+            .map_err(|e| self.err(e))?
+            .get(0);
+        let body = serde_json::to_string(turn).map_err(|e| StoreError::Invalid {
+            location: self.location.clone(),
+            message: format!("turn {}: {e}", turn.id),
+        })?;
+        let ts = turn.timestamp.map(Timestamp::seconds);
+        let vector: Option<Vec<f32>> = vectors.map(|v| v.whole.to_vec());
+        let sentences: Option<Vec<f32>> = vectors.filter(|v| !v.sentences.is_empty()).map(|v| v.sentences.concat());
+        tx.execute(
+            "INSERT INTO strata_turns (conversation, seq, turn_id, ts, body, tsv, vector, sentences)
+             VALUES ($1, $2, $3, $4, $5, to_tsvector('english', $6), $7, $8)",
+            &[&conv, &seq, &turn.id, &ts, &body, &search::indexed_text(turn), &vector, &sentences],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))?;
+        Ok(seq as u64)
     }
 
     fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
@@ -295,7 +260,7 @@ impl MemoryStore for PgStore {
             .query_opt("SELECT value FROM strata_meta WHERE key = 'embedder.model'", &[])
             .map_err(|e| self.err(e))?
             .map(|r| r.get(0));
-        if crate::memory_store::bound_already(stored, model, &self.location)? {
+        if crate::store::bound_already(stored, model, &self.location)? {
             return Ok(());
         }
         let found: Option<i32> = tx
@@ -334,8 +299,11 @@ impl MemoryStore for PgStore {
         }
     }
 
+    /// Names of the stored conversations, sorted.
     fn conversations(&self) -> Result<Vec<String>, StoreError> {
-        PgStore::conversations(self)
+        let rows =
+            self.client().query("SELECT name FROM strata_conversations ORDER BY name", &[]).map_err(|e| self.err(e))?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     fn len(&self, conversation: &str) -> Result<u64, StoreError> {
@@ -460,14 +428,19 @@ impl MemoryStore for PgStore {
             .collect()
     }
 
+    /// Fused ranking of the conversation's turns, best first (as `SqliteStore::search_ranked`).
     fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<search::Ranked>, StoreError> {
-        PgStore::search_ranked(self, conversation, query)
-    }
-}
-
-impl Store for PgStore {
-    fn append(&self, conversation: &str, turn: &Turn) -> Result<(), StoreError> {
-        self.append_with(conversation, turn, None).map(|_| ())
+        let mut client = self.client();
+        let fused = self.fused(&mut client, conversation, query)?;
+        let mut out = Vec::with_capacity(fused.len());
+        for (id, score) in fused {
+            let row = client
+                .query_one("SELECT seq, turn_id FROM strata_turns WHERE id = $1", &[&id])
+                .map_err(|e| self.err(e))?;
+            let seq: i64 = row.get(0);
+            out.push(search::Ranked { seq: seq as u64, turn_id: row.get(1), score });
+        }
+        Ok(out)
     }
 
     fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError> {

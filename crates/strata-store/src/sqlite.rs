@@ -5,12 +5,13 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use rusqlite::{params, Connection, OptionalExtension};
-use strata_core::{Hit, RecallQuery, Store, StoreError, Tier, Timestamp, Turn};
+use strata_core::{Hit, RecallQuery, StoreError, Tier, Timestamp, Turn};
 
 use crate::lexical::{self, LexicalIndex};
 use crate::schema::{self, backend};
 use crate::search::{self, Ranked, TurnVectors};
 use crate::vectors::VectorIndex;
+use crate::Store;
 
 /// A summary kept in the store: the text, the span of turns it stands for, and its sources.
 #[derive(Debug, Clone, PartialEq)]
@@ -92,10 +93,6 @@ impl SqliteStore {
         self.exact_up_to.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
-    pub fn location(&self) -> &str {
-        &self.location
-    }
-
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll
         // back when dropped), so a poisoned lock is still safe to use.
@@ -104,17 +101,6 @@ impl SqliteStore {
 
     fn err(&self, e: rusqlite::Error) -> StoreError {
         backend(&self.location, e)
-    }
-
-    /// Stores a turn, and its vectors when given, in one transaction; returns its position
-    /// in the conversation. When this returns, the turn is on disk.
-    pub fn append_with(
-        &self,
-        conversation: &str,
-        turn: &Turn,
-        vectors: Option<TurnVectors<'_>>,
-    ) -> Result<u64, StoreError> {
-        self.append_batch(conversation, std::slice::from_ref(turn), &[vectors]).map(|seqs| seqs[0])
     }
 
     /// Stores several turns in one transaction (one sync): for bulk loading. `vectors` is
@@ -215,63 +201,6 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// The embedding model whose vectors this store holds, and their length, as
-    /// [`SqliteStore::bind_embedder`] recorded them.
-    pub fn embedder(&self) -> Result<Option<(String, usize)>, StoreError> {
-        let conn = self.conn();
-        let get = |key: &str| -> Result<Option<String>, StoreError> {
-            conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .optional()
-                .map_err(|e| self.err(e))
-        };
-        match (get("embedder.model")?, get("embedder.dim")?) {
-            (Some(model), Some(dim)) => {
-                let dim = dim.parse().map_err(|_| StoreError::Corrupt {
-                    location: self.location.clone(),
-                    message: format!("meta embedder.dim is {dim:?}, not a number"),
-                })?;
-                Ok(Some((model, dim)))
-            }
-            _ => Ok(None),
-        }
-    }
-
-    /// Records that `model` (vectors of `dim` numbers) writes this store's vectors, so that a
-    /// later run with another model is refused ([`StoreError::OtherEmbedder`]) rather than
-    /// ranking by the cosine of two unrelated spaces. A store written before models were
-    /// recorded is bound to `model` when its vectors have `dim` numbers.
-    pub fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let tx =
-            rusqlite::Transaction::new(&mut conn, rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
-        let stored: Option<String> = tx
-            .query_row("SELECT value FROM meta WHERE key = 'embedder.model'", [], |r| r.get(0))
-            .optional()
-            .map_err(|e| self.err(e))?;
-        if crate::memory_store::bound_already(stored, model, &self.location)? {
-            return Ok(());
-        }
-        let old: Option<(Vec<u8>, i64)> = tx
-            .query_row("SELECT data, encoding FROM vectors LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()
-            .map_err(|e| self.err(e))?;
-        if let Some((data, encoding)) = old {
-            let found = search::decode_vectors(&data, encoding, None)
-                .map_err(|message| StoreError::Corrupt { location: self.location.clone(), message })?
-                .first()
-                .map_or(0, |v| v.unit().len());
-            if found != dim {
-                return Err(StoreError::OtherEmbedder {
-                    location: self.location.clone(),
-                    stored: format!("an unrecorded model of {found} dimensions"),
-                    given: format!("{model} ({dim} dimensions)"),
-                });
-            }
-        }
-        Self::write_binding(&tx, model, dim).map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))
-    }
-
     /// Deletes every vector and binds the store to `model`, in one transaction: the first step
     /// of re-embedding a store with another model. The turns stay; until their new vectors are
     /// set they are found by their words.
@@ -314,27 +243,6 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Names of the stored conversations, sorted.
-    pub fn conversations(&self) -> Result<Vec<String>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT name FROM conversations ORDER BY name").map_err(|e| self.err(e))?;
-        let names = stmt.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
-        names.collect::<Result<_, _>>().map_err(|e| self.err(e))
-    }
-
-    /// How many turns a conversation has stored.
-    pub fn len(&self, conversation: &str) -> Result<u64, StoreError> {
-        let conn = self.conn();
-        let n: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM turns t JOIN conversations c ON c.id = t.conversation WHERE c.name = ?1",
-                [conversation],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(n as u64)
-    }
-
     /// Turns from position `from` on, in order: what a reader that has seen `from` turns lacks.
     pub fn turns_from(&self, conversation: &str, from: u64) -> Result<Vec<Turn>, StoreError> {
         let conn = self.conn();
@@ -355,141 +263,11 @@ impl SqliteStore {
         Ok(out)
     }
 
-    /// Each turn's whole-text vector in order, as [`crate::as_stored`] gives it (empty for a
-    /// turn stored without one): what a reopened memory detects topic shifts with.
-    pub fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(
-                "SELECT t.seq, v.data, v.encoding FROM turns t JOIN conversations c ON c.id = t.conversation
-                 LEFT JOIN vectors v ON v.turn = t.id WHERE c.name = ?1 ORDER BY t.seq",
-            )
-            .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([conversation]).map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
-            let seq: i64 = row.get(0).map_err(|e| self.err(e))?;
-            let data: Option<Vec<u8>> = row.get(1).map_err(|e| self.err(e))?;
-            let Some(data) = data else {
-                out.push(Vec::new());
-                continue;
-            };
-            let encoding: i64 = row.get(2).map_err(|e| self.err(e))?;
-            let v = search::decode_vectors(&data, encoding, None).map_err(|message| StoreError::Corrupt {
-                location: self.location.clone(),
-                message: format!("conversation {conversation}: vector of the turn at position {seq}: {message}"),
-            })?;
-            out.push(v[0].unit());
-        }
-        Ok(out)
-    }
-
     fn decode(&self, conversation: &str, seq: i64, body: &str) -> Result<Turn, StoreError> {
         serde_json::from_str(body).map_err(|e| StoreError::Corrupt {
             location: self.location.clone(),
             message: format!("conversation {conversation}: turn at position {seq}: {e}"),
         })
-    }
-
-    /// Saves a summary made by compaction.
-    pub fn put_summary(&self, conversation: &str, summary: &StoredSummary) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
-        let conv = conversation_id(&tx, conversation, true).map_err(|e| self.err(e))?.expect("created");
-        let sources = serde_json::to_string(&summary.sources).expect("strings serialise");
-        tx.execute(
-            "INSERT INTO summaries (conversation, level, first_seq, last_seq, model, text, sources)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                conv,
-                summary.level,
-                summary.first_seq as i64,
-                summary.last_seq as i64,
-                summary.model,
-                summary.text,
-                sources
-            ],
-        )
-        .map_err(|e| self.err(e))?;
-        tx.commit().map_err(|e| self.err(e))
-    }
-
-    /// A conversation's summaries, oldest span first.
-    pub fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(
-                "SELECT s.level, s.first_seq, s.last_seq, s.model, s.text, s.sources
-                 FROM summaries s JOIN conversations c ON c.id = s.conversation
-                 WHERE c.name = ?1 ORDER BY s.first_seq, s.last_seq, s.id",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([conversation], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                ))
-            })
-            .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (level, first, last, model, text, sources) = row.map_err(|e| self.err(e))?;
-            let sources = serde_json::from_str(&sources).map_err(|e| StoreError::Corrupt {
-                location: self.location.clone(),
-                message: format!("conversation {conversation}: summary of positions {first}-{last}: {e}"),
-            })?;
-            out.push(StoredSummary { level, first_seq: first as u64, last_seq: last as u64, model, text, sources });
-        }
-        Ok(out)
-    }
-
-    /// Records the tiers of the turns at positions `from..from + tiers.len()`, in one
-    /// transaction.
-    pub fn set_tiers(&self, conversation: &str, from: u64, tiers: &[Tier]) -> Result<(), StoreError> {
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
-        let conv = conversation_id(&tx, conversation, true).map_err(|e| self.err(e))?.expect("created");
-        {
-            let mut stmt = tx
-                .prepare_cached("INSERT OR REPLACE INTO tiers (conversation, seq, tier) VALUES (?1, ?2, ?3)")
-                .map_err(|e| self.err(e))?;
-            for (i, tier) in tiers.iter().enumerate() {
-                stmt.execute(params![conv, (from + i as u64) as i64, tier.as_str()]).map_err(|e| self.err(e))?;
-            }
-        }
-        tx.commit().map_err(|e| self.err(e))
-    }
-
-    /// The recorded tier of every turn, in order; turns never planned are hot.
-    pub fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(
-                "SELECT t.seq, r.tier FROM turns t JOIN conversations c ON c.id = t.conversation
-                 LEFT JOIN tiers r ON r.conversation = t.conversation AND r.seq = t.seq
-                 WHERE c.name = ?1 ORDER BY t.seq",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([conversation], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))
-            .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (seq, tier) = row.map_err(|e| self.err(e))?;
-            out.push(match tier.as_deref() {
-                None => Tier::Hot,
-                Some(name) => Tier::parse(name).ok_or_else(|| StoreError::Corrupt {
-                    location: self.location.clone(),
-                    message: format!("conversation {conversation}: turn at position {seq} has tier `{name}`"),
-                })?,
-            });
-        }
-        Ok(out)
     }
 
     /// Rewrites the vectors that schema versions before 6 stored as f32 in the int8 encoding
@@ -544,21 +322,6 @@ impl SqliteStore {
         let lines = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(|e| self.err(e))?;
         let lines: Vec<String> = lines.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
         Ok(lines.join("\n"))
-    }
-
-    /// Hybrid search returning every fused candidate with its turn id and position, best
-    /// first: for callers that re-rank (by neighbours, by speaker) before cutting to `k`.
-    pub fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError> {
-        let conn = self.conn();
-        let fused = self.fused(&conn, conversation, query)?;
-        let mut stmt = conn.prepare_cached("SELECT seq, turn_id FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
-        let mut out = Vec::with_capacity(fused.len());
-        for (row, score) in fused {
-            let (seq, turn_id): (i64, String) =
-                stmt.query_row([row], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
-            out.push(Ranked { seq: seq as u64, turn_id, score });
-        }
-        Ok(out)
     }
 
     /// Row ids of the conversation's turns with their fused scores, best first.
@@ -686,9 +449,260 @@ impl SqliteStore {
     }
 }
 
+fn conversation_id(conn: &Connection, name: &str, create: bool) -> rusqlite::Result<Option<i64>> {
+    let found: Option<i64> =
+        conn.query_row("SELECT id FROM conversations WHERE name = ?1", [name], |r| r.get(0)).optional()?;
+    if found.is_some() || !create {
+        return Ok(found);
+    }
+    conn.execute("INSERT INTO conversations (name) VALUES (?1)", [name])?;
+    Ok(Some(conn.last_insert_rowid()))
+}
+
+fn within(ts: Option<i64>, range: Option<(Timestamp, Timestamp)>) -> bool {
+    match range {
+        None => true,
+        Some((from, to)) => ts.is_some_and(|t| t >= from.seconds() && t <= to.seconds()),
+    }
+}
+
 impl Store for SqliteStore {
-    fn append(&self, conversation: &str, turn: &Turn) -> Result<(), StoreError> {
-        self.append_with(conversation, turn, None).map(|_| ())
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Stores a turn, and its vectors when given, in one transaction; returns its position
+    /// in the conversation. When this returns, the turn is on disk.
+    fn append_with(
+        &self,
+        conversation: &str,
+        turn: &Turn,
+        vectors: Option<TurnVectors<'_>>,
+    ) -> Result<u64, StoreError> {
+        self.append_batch(conversation, std::slice::from_ref(turn), &[vectors]).map(|seqs| seqs[0])
+    }
+
+    /// Records that `model` (vectors of `dim` numbers) writes this store's vectors, so that a
+    /// later run with another model is refused ([`StoreError::OtherEmbedder`]) rather than
+    /// ranking by the cosine of two unrelated spaces. A store written before models were
+    /// recorded is bound to `model` when its vectors have `dim` numbers.
+    fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx =
+            rusqlite::Transaction::new(&mut conn, rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
+        let stored: Option<String> = tx
+            .query_row("SELECT value FROM meta WHERE key = 'embedder.model'", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        if crate::store::bound_already(stored, model, &self.location)? {
+            return Ok(());
+        }
+        let old: Option<(Vec<u8>, i64)> = tx
+            .query_row("SELECT data, encoding FROM vectors LIMIT 1", [], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        if let Some((data, encoding)) = old {
+            let found = search::decode_vectors(&data, encoding, None)
+                .map_err(|message| StoreError::Corrupt { location: self.location.clone(), message })?
+                .first()
+                .map_or(0, |v| v.unit().len());
+            if found != dim {
+                return Err(StoreError::OtherEmbedder {
+                    location: self.location.clone(),
+                    stored: format!("an unrecorded model of {found} dimensions"),
+                    given: format!("{model} ({dim} dimensions)"),
+                });
+            }
+        }
+        Self::write_binding(&tx, model, dim).map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// The embedding model whose vectors this store holds, and their length, as
+    /// [`SqliteStore::bind_embedder`] recorded them.
+    fn embedder(&self) -> Result<Option<(String, usize)>, StoreError> {
+        let conn = self.conn();
+        let get = |key: &str| -> Result<Option<String>, StoreError> {
+            conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                .optional()
+                .map_err(|e| self.err(e))
+        };
+        match (get("embedder.model")?, get("embedder.dim")?) {
+            (Some(model), Some(dim)) => {
+                let dim = dim.parse().map_err(|_| StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("meta embedder.dim is {dim:?}, not a number"),
+                })?;
+                Ok(Some((model, dim)))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Names of the stored conversations, sorted.
+    fn conversations(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare("SELECT name FROM conversations ORDER BY name").map_err(|e| self.err(e))?;
+        let names = stmt.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
+        names.collect::<Result<_, _>>().map_err(|e| self.err(e))
+    }
+
+    /// How many turns a conversation has stored.
+    fn len(&self, conversation: &str) -> Result<u64, StoreError> {
+        let conn = self.conn();
+        let n: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM turns t JOIN conversations c ON c.id = t.conversation WHERE c.name = ?1",
+                [conversation],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n as u64)
+    }
+
+    /// Each turn's whole-text vector in order, as [`crate::as_stored`] gives it (empty for a
+    /// turn stored without one): what a reopened memory detects topic shifts with.
+    fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT t.seq, v.data, v.encoding FROM turns t JOIN conversations c ON c.id = t.conversation
+                 LEFT JOIN vectors v ON v.turn = t.id WHERE c.name = ?1 ORDER BY t.seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut rows = stmt.query([conversation]).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+            let seq: i64 = row.get(0).map_err(|e| self.err(e))?;
+            let data: Option<Vec<u8>> = row.get(1).map_err(|e| self.err(e))?;
+            let Some(data) = data else {
+                out.push(Vec::new());
+                continue;
+            };
+            let encoding: i64 = row.get(2).map_err(|e| self.err(e))?;
+            let v = search::decode_vectors(&data, encoding, None).map_err(|message| StoreError::Corrupt {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: vector of the turn at position {seq}: {message}"),
+            })?;
+            out.push(v[0].unit());
+        }
+        Ok(out)
+    }
+
+    /// Saves a summary made by compaction.
+    fn put_summary(&self, conversation: &str, summary: &StoredSummary) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let conv = conversation_id(&tx, conversation, true).map_err(|e| self.err(e))?.expect("created");
+        let sources = serde_json::to_string(&summary.sources).expect("strings serialise");
+        tx.execute(
+            "INSERT INTO summaries (conversation, level, first_seq, last_seq, model, text, sources)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            params![
+                conv,
+                summary.level,
+                summary.first_seq as i64,
+                summary.last_seq as i64,
+                summary.model,
+                summary.text,
+                sources
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// A conversation's summaries, oldest span first.
+    fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT s.level, s.first_seq, s.last_seq, s.model, s.text, s.sources
+                 FROM summaries s JOIN conversations c ON c.id = s.conversation
+                 WHERE c.name = ?1 ORDER BY s.first_seq, s.last_seq, s.id",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([conversation], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, String>(5)?,
+                ))
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (level, first, last, model, text, sources) = row.map_err(|e| self.err(e))?;
+            let sources = serde_json::from_str(&sources).map_err(|e| StoreError::Corrupt {
+                location: self.location.clone(),
+                message: format!("conversation {conversation}: summary of positions {first}-{last}: {e}"),
+            })?;
+            out.push(StoredSummary { level, first_seq: first as u64, last_seq: last as u64, model, text, sources });
+        }
+        Ok(out)
+    }
+
+    /// Records the tiers of the turns at positions `from..from + tiers.len()`, in one
+    /// transaction.
+    fn set_tiers(&self, conversation: &str, from: u64, tiers: &[Tier]) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        let conv = conversation_id(&tx, conversation, true).map_err(|e| self.err(e))?.expect("created");
+        {
+            let mut stmt = tx
+                .prepare_cached("INSERT OR REPLACE INTO tiers (conversation, seq, tier) VALUES (?1, ?2, ?3)")
+                .map_err(|e| self.err(e))?;
+            for (i, tier) in tiers.iter().enumerate() {
+                stmt.execute(params![conv, (from + i as u64) as i64, tier.as_str()]).map_err(|e| self.err(e))?;
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
+    /// The recorded tier of every turn, in order; turns never planned are hot.
+    fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn
+            .prepare(
+                "SELECT t.seq, r.tier FROM turns t JOIN conversations c ON c.id = t.conversation
+                 LEFT JOIN tiers r ON r.conversation = t.conversation AND r.seq = t.seq
+                 WHERE c.name = ?1 ORDER BY t.seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([conversation], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, tier) = row.map_err(|e| self.err(e))?;
+            out.push(match tier.as_deref() {
+                None => Tier::Hot,
+                Some(name) => Tier::parse(name).ok_or_else(|| StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: turn at position {seq} has tier `{name}`"),
+                })?,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Hybrid search returning every fused candidate with its turn id and position, best
+    /// first: for callers that re-rank (by neighbours, by speaker) before cutting to `k`.
+    fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError> {
+        let conn = self.conn();
+        let fused = self.fused(&conn, conversation, query)?;
+        let mut stmt = conn.prepare_cached("SELECT seq, turn_id FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
+        let mut out = Vec::with_capacity(fused.len());
+        for (row, score) in fused {
+            let (seq, turn_id): (i64, String) =
+                stmt.query_row([row], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
+            out.push(Ranked { seq: seq as u64, turn_id, score });
+        }
+        Ok(out)
     }
 
     fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError> {
@@ -706,22 +720,5 @@ impl Store for SqliteStore {
             hits.push(Hit { turn: self.decode(conversation, seq, &body)?, score });
         }
         Ok(hits)
-    }
-}
-
-fn conversation_id(conn: &Connection, name: &str, create: bool) -> rusqlite::Result<Option<i64>> {
-    let found: Option<i64> =
-        conn.query_row("SELECT id FROM conversations WHERE name = ?1", [name], |r| r.get(0)).optional()?;
-    if found.is_some() || !create {
-        return Ok(found);
-    }
-    conn.execute("INSERT INTO conversations (name) VALUES (?1)", [name])?;
-    Ok(Some(conn.last_insert_rowid()))
-}
-
-fn within(ts: Option<i64>, range: Option<(Timestamp, Timestamp)>) -> bool {
-    match range {
-        None => true,
-        Some((from, to)) => ts.is_some_and(|t| t >= from.seconds() && t <= to.seconds()),
     }
 }

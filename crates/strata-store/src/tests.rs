@@ -2,9 +2,9 @@
 
 use std::path::Path;
 
-use strata_core::{RecallQuery, Role, Store, StoreError, Tier, Timestamp, Turn};
+use strata_core::{RecallQuery, Role, StoreError, Tier, Timestamp, Turn};
 
-use crate::{civil_date, fuse, SqliteStore, StoredSummary, TurnVectors, SCHEMA_VERSION};
+use crate::{civil_date, fuse, SqliteStore, Store, StoredSummary, TurnVectors, SCHEMA_VERSION};
 
 fn turn(id: &str, content: &str) -> Turn {
     Turn::new(id, Role::User, content)

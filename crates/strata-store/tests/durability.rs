@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use strata_core::{RecallQuery, Role, Store, Turn};
-use strata_store::{SqliteStore, TurnVectors};
+use strata_core::{RecallQuery, Role, Turn};
+use strata_store::{SqliteStore, Store, TurnVectors};
 
 const CONVERSATION: &str = "crash";
 

@@ -5,8 +5,8 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use strata_core::{RecallQuery, Role, Store, StoreError, Timestamp, Turn};
-use strata_store::{PgStore, TurnVectors, PG_SCHEMA_VERSION};
+use strata_core::{RecallQuery, Role, StoreError, Timestamp, Turn};
+use strata_store::{PgStore, Store, TurnVectors, PG_SCHEMA_VERSION};
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 

@@ -12,7 +12,7 @@ use strata_core::{
     TokenCounter, Turn,
 };
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
-use strata_store::{MemoryStore, SqliteStore, TurnVectors};
+use strata_store::{Store, SqliteStore, TurnVectors};
 use strata_summarize::{ExtractiveConfig, Ranking, Registry, SummaryConfig};
 use strata_topic::{TopicConfig, Tracker};
 
@@ -147,7 +147,7 @@ type TurnEmbedding = (Option<Vec<f32>>, Vec<Vec<f32>>);
 #[derive(Clone)]
 pub struct Snapshot {
     config: Arc<MemoryConfig>,
-    store: Arc<dyn MemoryStore>,
+    store: Arc<dyn Store>,
     embedder: Option<Arc<dyn Embedder>>,
     history: Arc<History>,
     /// One tier per turn; every turn after the pinned ones and before `live_from` is cold.
@@ -220,7 +220,7 @@ impl Memory {
     }
 
     /// Like [`Memory::open`] over a store shared with other memories.
-    pub fn with_store(store: Arc<dyn MemoryStore>, config: MemoryConfig, parts: Parts) -> Result<Memory, MemoryError> {
+    pub fn with_store(store: Arc<dyn Store>, config: MemoryConfig, parts: Parts) -> Result<Memory, MemoryError> {
         // A store searched with another model's vectors would rank by noise: refused.
         if let Some(e) = &parts.embedder {
             store.bind_embedder(e.model_id(), e.dim())?;
@@ -331,7 +331,7 @@ impl Memory {
         &self.published.spans
     }
 
-    pub fn store(&self) -> &Arc<dyn MemoryStore> {
+    pub fn store(&self) -> &Arc<dyn Store> {
         &self.published.store
     }
 

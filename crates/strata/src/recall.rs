@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use strata_core::{RecallQuery, Role, Turn};
-use strata_store::MemoryStore;
+use strata_store::Store;
 use strata_text::is_stopword;
 
 use crate::memory::MemoryError;
@@ -135,7 +135,7 @@ pub(crate) fn content_words(question: &str, speakers: &BTreeSet<String>) -> Opti
 
 /// What recall reads of a snapshot.
 pub(crate) struct Input<'a> {
-    pub(crate) store: &'a dyn MemoryStore,
+    pub(crate) store: &'a dyn Store,
     pub(crate) conversation: &'a str,
     pub(crate) turns: &'a [Turn],
     pub(crate) grouping: &'a Grouping,

@@ -1,8 +1,8 @@
 //! Re-embedding a store with another model: the explicit step that lets a store written by
 //! one embedder be searched with another's vectors.
 
-use strata_core::{EmbedError, Embedder, Store};
-use strata_store::{SqliteStore, TurnVectors};
+use strata_core::{EmbedError, Embedder};
+use strata_store::{SqliteStore, Store, TurnVectors};
 
 use crate::MemoryError;
 

@@ -646,7 +646,7 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     drop(store);
     let m = Memory::open(config.clone(), with(Arc::new(Reversed))).unwrap();
     let reversed = Reversed.embed(&[&strata_store::indexed_text(&m.history().turns()[1])]).unwrap();
-    let stored = strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap().whole_vectors("c").unwrap();
+    let stored = strata_store::Store::whole_vectors(&strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap(), "c").unwrap();
     let cos: f32 = stored[1].iter().zip(&reversed[0]).map(|(a, b)| a * b).sum();
     assert!(cos > 0.99, "the stored vector is the new model's (cosine {cos})");
     let hits = m.recall("why are rollbacks instant with blue-green?", 1).unwrap();

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use strata_core::{Generator, Summary, SummaryLevel, Tier, TokenCounter, Turn};
-use strata_store::{MemoryStore, StoredSummary};
+use strata_store::{Store, StoredSummary};
 use strata_summarize::SummaryConfig;
 
 use crate::background::{Outbox, Work};
@@ -29,7 +29,7 @@ pub(crate) struct Job {
 /// summary; a finished span comes back with its summary, or with none when the summarizer
 /// panicked (the registry and the cold store stand for it).
 pub(crate) struct Summaries {
-    pub(crate) store: Arc<dyn MemoryStore>,
+    pub(crate) store: Arc<dyn Store>,
     pub(crate) conversation: String,
     pub(crate) generator: Option<Arc<dyn Generator>>,
     pub(crate) counter: Arc<dyn TokenCounter>,

@@ -1,13 +1,23 @@
-//! `MemoryStore`: what the tiered memory needs of a store beyond the [`Store`] seam (vectors,
-//! tiers, summaries, the fused ranking), so that it runs on SQLite or on PostgreSQL alike.
+//! `Store`: the cold tier as the memory, the server and the CLI use it (turns, vectors, tiers,
+//! summaries, the fused ranking), one trait that SQLite and PostgreSQL both implement.
 
-use strata_core::{RecallQuery, Store, StoreError, Tier, Turn};
+use strata_core::{Hit, RecallQuery, StoreError, Tier, Turn};
 
 use crate::search::{Ranked, TurnVectors};
-use crate::sqlite::{SqliteStore, StoredSummary};
+use crate::sqlite::StoredSummary;
 
-/// A store the memory can live on. Every method is scoped to one conversation.
-pub trait MemoryStore: Store {
+/// Where turns live in full. Every method is scoped to one conversation id; a store never
+/// returns another conversation's turns.
+pub trait Store: Send + Sync {
+    /// Stores a turn durably, without vectors; when this returns `Ok`, the turn survives a
+    /// crash.
+    fn append(&self, conversation: &str, turn: &Turn) -> Result<(), StoreError> {
+        self.append_with(conversation, turn, None).map(|_| ())
+    }
+    /// All turns of a conversation, in the order they were appended.
+    fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError>;
+    /// The conversation's turns for `query`, best first, with their fused scores.
+    fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError>;
     /// Where the store is, for messages (never a password).
     fn location(&self) -> &str;
     /// Stores a turn and its vectors in one transaction; returns its position.
@@ -45,49 +55,5 @@ pub(crate) fn bound_already(stored: Option<String>, model: &str, location: &str)
             Err(StoreError::OtherEmbedder { location: location.to_string(), stored, given: model.to_string() })
         }
         None => Ok(false),
-    }
-}
-
-impl MemoryStore for SqliteStore {
-    fn location(&self) -> &str {
-        SqliteStore::location(self)
-    }
-    fn append_with(
-        &self,
-        conversation: &str,
-        turn: &Turn,
-        vectors: Option<TurnVectors<'_>>,
-    ) -> Result<u64, StoreError> {
-        SqliteStore::append_with(self, conversation, turn, vectors)
-    }
-    fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
-        SqliteStore::bind_embedder(self, model, dim)
-    }
-    fn embedder(&self) -> Result<Option<(String, usize)>, StoreError> {
-        SqliteStore::embedder(self)
-    }
-    fn conversations(&self) -> Result<Vec<String>, StoreError> {
-        SqliteStore::conversations(self)
-    }
-    fn len(&self, conversation: &str) -> Result<u64, StoreError> {
-        SqliteStore::len(self, conversation)
-    }
-    fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError> {
-        SqliteStore::whole_vectors(self, conversation)
-    }
-    fn put_summary(&self, conversation: &str, summary: &StoredSummary) -> Result<(), StoreError> {
-        SqliteStore::put_summary(self, conversation, summary)
-    }
-    fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError> {
-        SqliteStore::summaries(self, conversation)
-    }
-    fn set_tiers(&self, conversation: &str, from: u64, tiers: &[Tier]) -> Result<(), StoreError> {
-        SqliteStore::set_tiers(self, conversation, from, tiers)
-    }
-    fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError> {
-        SqliteStore::tiers(self, conversation)
-    }
-    fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError> {
-        SqliteStore::search_ranked(self, conversation, query)
     }
 }
