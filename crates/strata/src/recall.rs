@@ -69,12 +69,8 @@ impl Grouping {
     /// what is recalled as one. A cap of 0 makes every message its own burst.
     pub(crate) fn extend(&mut self, turns: &[Turn], costs: &[[usize; 2]], config: &RecallConfig, cap: usize) {
         extend_sessions(&mut self.sessions, turns, config.session_gap_seconds);
-        for t in &turns[self.bursts.len()..] {
-            if let Some(s) = &t.speaker {
-                if !self.speakers.contains(&s.to_lowercase()) {
-                    self.speakers.insert(s.to_lowercase());
-                }
-            }
+        for s in turns[self.bursts.len()..].iter().filter_map(|t| t.speaker.as_deref()) {
+            self.speakers.insert(s.to_lowercase());
         }
         for i in self.bursts.len()..turns.len() {
             let same = i.checked_sub(1).is_some_and(|p| {
@@ -152,6 +148,8 @@ pub(crate) struct Query<'a> {
 }
 
 impl<'a> Query<'a> {
+    /// `content` is the content words' vector, given only when they are weighed
+    /// (`content_query` above 0: the caller then embeds them at all).
     pub(crate) fn new(
         text: &'a str,
         embedding: Option<Vec<f32>>,
@@ -159,7 +157,7 @@ impl<'a> Query<'a> {
         config: &RecallConfig,
     ) -> Query<'a> {
         let mut searches = vec![(1.0, embedding)];
-        if let Some(v) = content.filter(|_| config.content_query > 0.0) {
+        if let Some(v) = content {
             searches.push((config.content_query, Some(v)));
         }
         Query { text, searches }
