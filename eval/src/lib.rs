@@ -28,8 +28,8 @@ use std::sync::Arc;
 use anyhow::{bail, Context as _, Result};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use strata_core::Strategy;
 use strata::StrategiesConfig;
+use strata_core::Strategy;
 
 use crate::report::Run;
 use crate::retention::{BuildRecord, ContextRecord, Mode, Plan, ProbeRecord};
@@ -277,7 +277,8 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
                 return Ok(custom.clone());
             }
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
-            let e = if strata::registry::embeds(name) && config.embedder != "none" { Some(load_embedder()?) } else { None };
+            let e =
+                if strata::registry::embeds(name) && config.embedder != "none" { Some(load_embedder()?) } else { None };
             Ok(Arc::from(strata::registry::build(name, &config.strategy_config, g, e)?))
         })
         .collect::<Result<_>>()?;

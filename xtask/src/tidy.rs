@@ -83,7 +83,8 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                     }
                     if dep == HARNESS && !HARNESS_USERS.contains(&name.as_str()) {
                         problems.push(format!(
-                            "{at}: {name} depends on the harness ({HARNESS}); only {} may", HARNESS_USERS.join(" and ")
+                            "{at}: {name} depends on the harness ({HARNESS}); only {} may",
+                            HARNESS_USERS.join(" and ")
                         ));
                     }
                     if !NOT_LIBRARIES.contains(&name.as_str()) && BINARY_ONLY_DEPS.contains(&dep.as_str()) {

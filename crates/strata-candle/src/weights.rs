@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-
 use crate::ModelError;
 
 /// One file of a model, with its size and hash when it is pinned.

@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use strata_core::{Conversation, TokenCounter};
 use strata::StrategiesConfig;
+use strata_core::{Conversation, TokenCounter};
 use strata_transcript::InputFormat;
 
 use crate::BadInput;

@@ -158,7 +158,9 @@ fn build_strategy(
     // Vectors cached on disk, as `strata compress` and the harness cache them.
     let embedder = match embedder {
         "none" => None,
-        e if strata::registry::embeds(name) => Some(py.detach(|| strata_models::cached_embedder(e, &models)).into_py()?),
+        e if strata::registry::embeds(name) => {
+            Some(py.detach(|| strata_models::cached_embedder(e, &models)).into_py()?)
+        }
         _ => None,
     };
     Ok(Arc::from(strata::registry::build(name, config, generator, embedder).into_py()?))

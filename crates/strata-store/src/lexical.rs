@@ -28,7 +28,6 @@ fn words(text: &str) -> impl Iterator<Item = Option<String>> + '_ {
     })
 }
 
-
 /// [`words`], stemmed by Snowball's English (Porter 2) stemmer, so that "deploying" finds
 /// "deployed".
 pub(crate) fn tokens(text: &str) -> impl Iterator<Item = Option<String>> + '_ {

@@ -38,13 +38,17 @@ impl Strategy for Specific {
         let left = pin_system(history, &mut ctx);
         let turns = history.turns();
 
-        let sentences: Vec<(usize, String)> =
-            (history.pinned()..turns.len()).flat_map(|i| split_sentences(i, &turns[i])).map(|s| (s.turn, s.text)).collect();
+        let sentences: Vec<(usize, String)> = (history.pinned()..turns.len())
+            .flat_map(|i| split_sentences(i, &turns[i]))
+            .map(|s| (s.turn, s.text))
+            .collect();
         // Ordered sets: a float sum in hash order would differ from run to run in its last
         // bits, and break ties between sentences differently.
         let content: Vec<BTreeSet<String>> = sentences
             .iter()
-            .map(|(_, text)| strata_text::alnum_words(text).map(str::to_lowercase).filter(|w| !is_stopword(w)).collect())
+            .map(|(_, text)| {
+                strata_text::alnum_words(text).map(str::to_lowercase).filter(|w| !is_stopword(w)).collect()
+            })
             .collect();
         let mut df: HashMap<&str, usize> = HashMap::new();
         for set in &content {

@@ -103,8 +103,11 @@ pub struct Resolved {
 /// a quoted line opens with ("[yesterday = 7 May 2023; ...] "): read weeks later, "yesterday"
 /// no longer says when. Empty when they hold none. The one renderer of these notes.
 pub fn relative_note<'a>(texts: impl IntoIterator<Item = &'a str>, ts: Timestamp) -> String {
-    let notes: Vec<String> =
-        texts.into_iter().flat_map(|t| resolve_relative(t, ts)).map(|r| format!("{} = {}", r.phrase, r.means)).collect();
+    let notes: Vec<String> = texts
+        .into_iter()
+        .flat_map(|t| resolve_relative(t, ts))
+        .map(|r| format!("{} = {}", r.phrase, r.means))
+        .collect();
     if notes.is_empty() {
         String::new()
     } else {

@@ -7,6 +7,8 @@ pub mod dates;
 pub mod hash;
 pub mod sentences;
 
-pub use hash::{hex, sha256_hex};
 pub use dates::{date_line, relative_note, resolve_relative, Date, Resolved};
-pub use sentences::{alnum_words, is_stopword, split_sentences, split_turns, value_words, words, Sentence, Specificity};
+pub use hash::{hex, sha256_hex};
+pub use sentences::{
+    alnum_words, is_stopword, split_sentences, split_turns, value_words, words, Sentence, Specificity,
+};

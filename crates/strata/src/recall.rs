@@ -170,8 +170,12 @@ pub(crate) type Ranked = Vec<(usize, f32)>;
 /// One stage of recall: it takes the weighted rankings the stages before it made and returns
 /// new ones. An experiment adds a stage rather than fields.
 pub(crate) trait Stage: Sync {
-    fn run(&self, at: &Input<'_>, query: &Query<'_>, rankings: Vec<(f32, Ranked)>)
-        -> Result<Vec<(f32, Ranked)>, MemoryError>;
+    fn run(
+        &self,
+        at: &Input<'_>,
+        query: &Query<'_>,
+        rankings: Vec<(f32, Ranked)>,
+    ) -> Result<Vec<(f32, Ranked)>, MemoryError>;
 }
 
 /// The store's fused BM25 + dense ranking, once per search of the query.
@@ -217,7 +221,12 @@ impl Stage for Surroundings {
 struct Combine;
 
 impl Stage for Combine {
-    fn run(&self, _: &Input<'_>, _: &Query<'_>, rankings: Vec<(f32, Ranked)>) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+    fn run(
+        &self,
+        _: &Input<'_>,
+        _: &Query<'_>,
+        rankings: Vec<(f32, Ranked)>,
+    ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
         Ok(if rankings.len() == 1 { rankings } else { vec![(1.0, combine(&rankings))] })
     }
 }

@@ -81,7 +81,10 @@ impl StrategiesConfig {
             v.get("tiered").and_then(toml::Value::as_table).map(|t| t.keys().cloned().collect()).unwrap_or_default()
         } else {
             let v: serde_json::Value = serde_json::from_str(text).map_err(|e| parse_error(e.to_string()))?;
-            v.get("tiered").and_then(serde_json::Value::as_object).map(|t| t.keys().cloned().collect()).unwrap_or_default()
+            v.get("tiered")
+                .and_then(serde_json::Value::as_object)
+                .map(|t| t.keys().cloned().collect())
+                .unwrap_or_default()
         };
         for key in &tiered_keys {
             let message = if MOVED_TO_SALIENCE.contains(&key.as_str()) {

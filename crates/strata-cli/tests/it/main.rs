@@ -334,8 +334,20 @@ fn compress_tiered_builds_the_context_eval_scores() {
         let q = question(r["probe"].as_str().unwrap());
         let after = r["after"].as_str().unwrap();
         let built = strata(&[
-            "compress", &path, "--strategy", "tiered", "--budget", "600", "--question", &q, "--at", after,
-            "--embedder", "none", "--format", "json",
+            "compress",
+            &path,
+            "--strategy",
+            "tiered",
+            "--budget",
+            "600",
+            "--question",
+            &q,
+            "--at",
+            after,
+            "--embedder",
+            "none",
+            "--format",
+            "json",
         ]);
         assert_eq!(built.status.code(), Some(0), "{}", String::from_utf8_lossy(&built.stderr));
         let got: serde_json::Value = serde_json::from_slice(&built.stdout).unwrap();

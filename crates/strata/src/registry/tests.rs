@@ -379,8 +379,11 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
     let err = StrategiesConfig::parse("c.json", r#"{"summary-buffer": {"trigger": 2}}"#).unwrap_err().to_string();
     assert_eq!(err, "c.json: summary-buffer: `trigger` must be between 0 and 1, not 2");
     // The tiered memory's table and its salience table: read, checked, typos refused.
-    let c = StrategiesConfig::parse("c.toml", "[tiered]\nsalient = 0.5\n[tiered.salience]\nredundancy = 0\ndated = false\n")
-        .unwrap();
+    let c = StrategiesConfig::parse(
+        "c.toml",
+        "[tiered]\nsalient = 0.5\n[tiered.salience]\nredundancy = 0\ndated = false\n",
+    )
+    .unwrap();
     assert_eq!((c.tiered.salient, c.tiered.salient_with_question), (0.5, 0.25));
     let s = &c.tiered.salience;
     assert_eq!((s.redundancy, s.dated, s.length_exponent), (0.0, false, 0.5));
