@@ -251,6 +251,38 @@ impl Store for PgStore {
         Ok(seq as u64)
     }
 
+    fn set_vectors(&self, conversation: &str, batch: &[(&str, TurnVectors<'_>)]) -> Result<(), StoreError> {
+        for (turn_id, vectors) in batch {
+            if let Some(problem) = vectors.problem() {
+                return Err(StoreError::Invalid {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: turn {turn_id}: {problem}"),
+                });
+            }
+        }
+        let mut client = self.client();
+        let mut tx = client.transaction().map_err(|e| self.err(e))?;
+        for (turn_id, vectors) in batch {
+            let vector: Vec<f32> = vectors.whole.to_vec();
+            let sentences: Option<Vec<f32>> = (!vectors.sentences.is_empty()).then(|| vectors.sentences.concat());
+            let updated = tx
+                .execute(
+                    "UPDATE strata_turns t SET vector = $3, sentences = $4 FROM strata_conversations c
+                     WHERE c.id = t.conversation AND c.name = $1 AND t.turn_id = $2",
+                    &[&conversation, turn_id, &vector, &sentences],
+                )
+                .map_err(|e| self.err(e))?;
+            if updated == 0 {
+                // Dropping the transaction rolls back what the batch wrote before this turn.
+                return Err(StoreError::Invalid {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: no stored turn {turn_id}"),
+                });
+            }
+        }
+        tx.commit().map_err(|e| self.err(e))
+    }
+
     fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
         let mut client = self.client();
         let mut tx = client.transaction().map_err(|e| self.err(e))?;

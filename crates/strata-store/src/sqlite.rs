@@ -162,45 +162,6 @@ impl SqliteStore {
         Ok(seqs)
     }
 
-    /// Adds (or replaces) the vectors of a stored turn, for turns stored before they were
-    /// computed.
-    pub fn set_vectors(&self, conversation: &str, turn_id: &str, vectors: TurnVectors<'_>) -> Result<(), StoreError> {
-        self.set_vectors_batch(conversation, &[(turn_id, vectors)])
-    }
-
-    /// Adds (or replaces) the vectors of several stored turns in one transaction.
-    pub fn set_vectors_batch(&self, conversation: &str, batch: &[(&str, TurnVectors<'_>)]) -> Result<(), StoreError> {
-        for (turn_id, vectors) in batch {
-            self.check_vectors(conversation, turn_id, Some(vectors))?;
-        }
-        let mut conn = self.conn();
-        let tx = conn.transaction().map_err(|e| self.err(e))?;
-        for (turn_id, vectors) in batch {
-            let row: Option<(i64, i64)> = tx
-                .query_row(
-                    "SELECT t.conversation, t.id FROM turns t JOIN conversations c ON c.id = t.conversation
-                     WHERE c.name = ?1 AND t.turn_id = ?2",
-                    params![conversation, turn_id],
-                    |r| Ok((r.get(0)?, r.get(1)?)),
-                )
-                .optional()
-                .map_err(|e| self.err(e))?;
-            let Some((conv, row)) = row else {
-                return Err(StoreError::Invalid {
-                    location: self.location.clone(),
-                    message: format!("conversation {conversation}: no stored turn {turn_id}"),
-                });
-            };
-            tx.execute("DELETE FROM vectors WHERE turn = ?1", [row]).map_err(|e| self.err(e))?;
-            self.insert_vectors(&tx, conv, row, vectors)?;
-        }
-        tx.commit().map_err(|e| self.err(e))?;
-        // A replaced vector gets a new id above every watermark; drop the cached index so the
-        // old copy is not scored twice.
-        self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        Ok(())
-    }
-
     /// Deletes every vector and binds the store to `model`, in one transaction: the first step
     /// of re-embedding a store with another model. The turns stay; until their new vectors are
     /// set they are found by their words.
@@ -480,6 +441,38 @@ impl Store for SqliteStore {
         vectors: Option<TurnVectors<'_>>,
     ) -> Result<u64, StoreError> {
         self.append_batch(conversation, std::slice::from_ref(turn), &[vectors]).map(|seqs| seqs[0])
+    }
+
+    fn set_vectors(&self, conversation: &str, batch: &[(&str, TurnVectors<'_>)]) -> Result<(), StoreError> {
+        for (turn_id, vectors) in batch {
+            self.check_vectors(conversation, turn_id, Some(vectors))?;
+        }
+        let mut conn = self.conn();
+        let tx = conn.transaction().map_err(|e| self.err(e))?;
+        for (turn_id, vectors) in batch {
+            let row: Option<(i64, i64)> = tx
+                .query_row(
+                    "SELECT t.conversation, t.id FROM turns t JOIN conversations c ON c.id = t.conversation
+                     WHERE c.name = ?1 AND t.turn_id = ?2",
+                    params![conversation, turn_id],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()
+                .map_err(|e| self.err(e))?;
+            let Some((conv, row)) = row else {
+                return Err(StoreError::Invalid {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: no stored turn {turn_id}"),
+                });
+            };
+            tx.execute("DELETE FROM vectors WHERE turn = ?1", [row]).map_err(|e| self.err(e))?;
+            self.insert_vectors(&tx, conv, row, vectors)?;
+        }
+        tx.commit().map_err(|e| self.err(e))?;
+        // A replaced vector gets a new id above every watermark; drop the cached index so the
+        // old copy is not scored twice.
+        self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(())
     }
 
     /// Records that `model` (vectors of `dim` numbers) writes this store's vectors, so that a

@@ -23,6 +23,10 @@ pub trait Store: Send + Sync {
     /// Stores a turn and its vectors in one transaction; returns its position.
     fn append_with(&self, conversation: &str, turn: &Turn, vectors: Option<TurnVectors<'_>>)
         -> Result<u64, StoreError>;
+    /// Adds (or replaces) the vectors of stored turns, named by id, in one transaction: for
+    /// turns stored before their vectors were computed (a server embeds in the background).
+    /// A turn id the conversation does not hold is refused, and nothing is written.
+    fn set_vectors(&self, conversation: &str, batch: &[(&str, TurnVectors<'_>)]) -> Result<(), StoreError>;
     /// Refuses ([`StoreError::OtherEmbedder`]) a model other than the one whose vectors the
     /// store holds; binds the store to `model` when it holds none.
     fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError>;

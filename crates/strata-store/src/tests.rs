@@ -171,14 +171,17 @@ fn vectors_added_later_are_seen_by_the_next_search() {
     let mut q = query("", 1);
     q.embedding = Some(vec![0.0, 1.0]);
     assert!(store.search("c", &q).unwrap().is_empty());
-    store.set_vectors("c", "t1", TurnVectors::whole(&[1.0, 0.0])).unwrap();
-    store.set_vectors("c", "t2", TurnVectors::whole(&[0.0, 1.0])).unwrap();
+    store.set_vectors("c", &[("t1", TurnVectors::whole(&[1.0, 0.0]))]).unwrap();
+    store.set_vectors("c", &[("t2", TurnVectors::whole(&[0.0, 1.0]))]).unwrap();
     assert_eq!(ids(&store.search("c", &q).unwrap()), ["t2"]);
     // Replacing a vector replaces it in the next search too.
-    store.set_vectors("c", "t1", TurnVectors::whole(&[0.0, 1.0])).unwrap();
-    store.set_vectors("c", "t2", TurnVectors::whole(&[1.0, 0.0])).unwrap();
+    store.set_vectors("c", &[("t1", TurnVectors::whole(&[0.0, 1.0]))]).unwrap();
+    store.set_vectors("c", &[("t2", TurnVectors::whole(&[1.0, 0.0]))]).unwrap();
     assert_eq!(ids(&store.search("c", &q).unwrap()), ["t1"]);
-    assert!(matches!(store.set_vectors("c", "nope", TurnVectors::whole(&[1.0, 0.0])), Err(StoreError::Invalid { .. })));
+    // A batch naming a turn the conversation lacks writes nothing, not even the turns before it.
+    let bad = [("t1", TurnVectors::whole(&[1.0, 0.0])), ("nope", TurnVectors::whole(&[1.0, 0.0]))];
+    assert!(matches!(store.set_vectors("c", &bad), Err(StoreError::Invalid { .. })));
+    assert_eq!(ids(&store.search("c", &q).unwrap()), ["t1"]);
 }
 
 #[test]
@@ -457,7 +460,7 @@ fn a_store_remembers_its_embedder_and_refuses_another() {
     store.rebind_embedder("model-b", 2).unwrap();
     assert_eq!(store.embedder().unwrap(), Some(("model-b".to_string(), 2)));
     assert_eq!(store.whole_vectors("c").unwrap(), vec![Vec::<f32>::new()]);
-    store.set_vectors_batch("c", &[("t1", TurnVectors::whole(&[0.0, 1.0]))]).unwrap();
+    store.set_vectors("c", &[("t1", TurnVectors::whole(&[0.0, 1.0]))]).unwrap();
     assert_eq!(store.whole_vectors("c").unwrap().len(), 1);
     assert_eq!(store.turns("c").unwrap().len(), 1);
 }

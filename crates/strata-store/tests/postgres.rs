@@ -143,3 +143,27 @@ fn a_newer_schema_is_refused() {
     let v: i32 = client.query_one("SELECT version FROM strata_schema", &[]).unwrap().get(0);
     assert_eq!(v, PG_SCHEMA_VERSION + 1);
 }
+
+#[test]
+#[ignore = "needs a PostgreSQL server named by STRATA_PG; .ci/run runs it with --ignored"]
+fn vectors_set_after_the_turn_are_searched_and_a_bad_batch_writes_nothing() {
+    let db = fresh_database();
+    let store = PgStore::connect(&db).unwrap();
+    store.append("c", &turn("t1", "alpha")).unwrap();
+    store.append("c", &turn("t2", "beta")).unwrap();
+    store.append("d", &turn("t1", "gamma")).unwrap();
+    let query = |v: [f32; 2]| RecallQuery { text: String::new(), k: 1, embedding: Some(v.to_vec()), time_range: None };
+    assert!(store.search("c", &query([0.0, 1.0])).unwrap().is_empty());
+    let whole = [[1.0f32, 0.0], [0.0, 1.0]];
+    store.set_vectors("c", &[("t1", TurnVectors::whole(&whole[0])), ("t2", TurnVectors::whole(&whole[1]))]).unwrap();
+    assert_eq!(ids(&store.search("c", &query([0.0, 1.0])).unwrap()), ["t2"]);
+    assert_eq!(store.whole_vectors("c").unwrap().iter().filter(|v| !v.is_empty()).count(), 2);
+    // Another conversation's turn of the same id is untouched.
+    assert_eq!(store.whole_vectors("d").unwrap(), vec![Vec::<f32>::new()]);
+    // A batch naming a turn the conversation lacks writes nothing, not even the turns before it.
+    let err = store
+        .set_vectors("c", &[("t1", TurnVectors::whole(&whole[1])), ("nope", TurnVectors::whole(&whole[0]))])
+        .unwrap_err();
+    assert!(err.to_string().contains("no stored turn nope"), "{err}");
+    assert_eq!(ids(&store.search("c", &query([1.0, 0.0])).unwrap()), ["t1"]);
+}

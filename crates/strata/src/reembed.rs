@@ -43,7 +43,7 @@ pub fn reembed(
                 at += t.len();
                 batch.push((turn.id.as_str(), TurnVectors { whole: &own[0], sentences: &own[1..] }));
             }
-            store.set_vectors_batch(&conversation, &batch)?;
+            store.set_vectors(&conversation, &batch)?;
             done += chunk.len();
             progress(&conversation, (b * BATCH + chunk.len()).min(turns.len()), turns.len());
         }
