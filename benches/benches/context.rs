@@ -43,7 +43,7 @@ fn main() {
     for n in sizes {
         let mut config = MemoryConfig::for_budget("bench", BUDGET);
         config.clock = Clock::LastTurn;
-        let parts = Parts { counter: counter.clone(), embedder: None, generator: None };
+        let parts = Parts { counter: counter.clone(), embedder: None, generator: None, embed_queue: None };
         let mut memory = Memory::open(config, parts).expect("an in-memory store opens");
         // As `cargo xtask long-transcript` writes them: roles alternating, three minutes apart.
         let turns: Vec<Turn> = (0..n)
@@ -87,12 +87,7 @@ fn main() {
         for (what, mut ms) in [("settled", settled), ("after a push", pushed)] {
             ms.sort_by(f64::total_cmp);
             let at = |p: f64| ms[((ms.len() - 1) as f64 * p).round() as usize];
-            println!(
-                "  {what:>12}: p50 {:.2} ms, p95 {:.2} ms, worst {:.2} ms",
-                at(0.5),
-                at(0.95),
-                ms[ms.len() - 1]
-            );
+            println!("  {what:>12}: p50 {:.2} ms, p95 {:.2} ms, worst {:.2} ms", at(0.5), at(0.95), ms[ms.len() - 1]);
         }
     }
 }

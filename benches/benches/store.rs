@@ -194,7 +194,7 @@ fn push_bench(corpus: &Corpus, model: Arc<dyn Embedder>, n: usize) {
         config.path = Some(dir.path().join(name));
         config.clock = Clock::LastTurn;
         let parts =
-            Parts { counter: Arc::new(strata_tokens::Tiktoken::o200k()), embedder, generator: None };
+            Parts { counter: Arc::new(strata_tokens::Tiktoken::o200k()), embedder, generator: None, embed_queue: None };
         let mut m = Memory::open(config, parts).expect("memory");
         let t = Instant::now();
         for turn in &turns {

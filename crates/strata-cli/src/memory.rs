@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result};
+use strata::TieredConfig;
 use strata::{Clock, Memory, MemoryConfig, Parts};
 use strata_core::{Embedder, Tier};
 use strata_store::{SqliteStore, Store};
-use strata::TieredConfig;
 
 use crate::input::{load, Input};
 use crate::BadInput;
@@ -174,6 +174,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
             counter: loaded.counter.clone(),
             embedder: embedder.clone(),
             generator: generator.clone(),
+            embed_queue: None,
         };
         let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store, &tiered), parts)?;
         // Resuming: the turns already stored must be this transcript's first turns.
@@ -233,6 +234,7 @@ fn open_memory(store: &StoreArgs, conversation: Option<String>, tokenizer: &str)
         counter: strata_tokens::from_spec(tokenizer)?,
         embedder: embedder(store, &db)?,
         generator: None,
+        embed_queue: None,
     };
     Ok(Memory::with_store(db, memory_config(&conversation, store, &tiered), parts)?)
 }
@@ -301,8 +303,7 @@ pub(crate) fn context(args: ContextArgs) -> Result<String> {
     if args.explain {
         let mut explain = String::new();
         crate::compress::explain_context(&mut explain, &conversation, memory.history(), &ctx)?;
-        let settings =
-            strata::StrategiesConfig { tiered: memory.config().layout.tiered.clone(), ..Default::default() };
+        let settings = strata::StrategiesConfig { tiered: memory.config().layout.tiered.clone(), ..Default::default() };
         if let Some(table) = settings.settings("tiered") {
             writeln!(explain, "settings:\n{table}")?;
         }

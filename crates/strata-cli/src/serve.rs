@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use strata::Parts;
 use strata_server::{Backend, ServeConfig};
-use strata_store::{Store, PgStore, SqliteStore};
+use strata_store::{PgStore, SqliteStore, Store};
 
 use crate::BadInput;
 
@@ -152,7 +152,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         )?),
     };
     let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
-    let parts = Parts { counter: strata_tokens::from_spec(&args.tokenizer)?, embedder, generator };
+    let parts = Parts { counter: strata_tokens::from_spec(&args.tokenizer)?, embedder, generator, embed_queue: None };
     let db = store.location().to_string();
     strata_server::run(config, store, parts, |addr| {
         #[allow(clippy::print_stderr)]

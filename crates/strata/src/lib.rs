@@ -15,6 +15,7 @@
 //! [`Tiered`] is the same machinery as an eval [`Strategy`](strata_core::Strategy).
 
 mod background;
+mod embedding;
 mod memory;
 mod ranker;
 mod recall;
@@ -23,6 +24,7 @@ pub mod registry;
 mod tiered;
 mod worker;
 
+pub use embedding::EmbedQueue;
 pub use memory::{Clock, Layout, Memory, MemoryConfig, MemoryError, Parts, Snapshot};
 pub use recall::RecallConfig;
 pub use reembed::reembed;

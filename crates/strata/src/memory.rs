@@ -12,11 +12,12 @@ use strata_core::{
     TokenCounter, Turn,
 };
 use strata_policy::{Plan, PolicyConfig, State, TurnState};
-use strata_store::{Store, SqliteStore, TurnVectors};
+use strata_store::{SqliteStore, Store, TurnVectors};
 use strata_summarize::{ExtractiveConfig, Ranking, Registry, SummaryConfig};
 use strata_topic::{TopicConfig, Tracker};
 
 use crate::background::Background;
+use crate::embedding::EmbedQueue;
 use crate::ranker::Rankings;
 use crate::recall::{self, RecallConfig};
 use crate::tiered::TieredConfig;
@@ -65,7 +66,8 @@ pub struct MemoryConfig {
     pub conversation: String,
     pub policy: PolicyConfig,
     /// Topic starts feed the policy's topic-shift trigger and cut summary spans. Embedding
-    /// similarity is used when there is an embedder; cue phrases and time gaps always.
+    /// similarity is used when turns are embedded as they are pushed; cue phrases and time
+    /// gaps always.
     pub topic: TopicConfig,
     pub layout: Layout,
     pub recall: RecallConfig,
@@ -110,8 +112,16 @@ impl MemoryConfig {
 #[derive(Clone)]
 pub struct Parts {
     pub counter: Arc<dyn TokenCounter>,
+    /// Embeds questions, and stored turns as they are pushed unless `embed_queue` is set.
     pub embedder: Option<Arc<dyn Embedder>>,
     pub generator: Option<Arc<dyn Generator>>,
+    /// Stored turns embedded after `push` returns, by a queue the process's memories share
+    /// (a server's): `push` then waits for no model, a turn is found by its words until its
+    /// vectors are written, and topics are detected by cue phrases and pauses only (a
+    /// memory opened later would otherwise see vectors this one never had, and cut other
+    /// spans). The queue's model must be `embedder`'s. `None` embeds each turn as it is
+    /// pushed, as an evaluation needs.
+    pub embed_queue: Option<Arc<EmbedQueue>>,
 }
 
 impl std::fmt::Debug for Parts {
@@ -120,6 +130,7 @@ impl std::fmt::Debug for Parts {
             .field("counter", &self.counter.name())
             .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
             .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
+            .field("embed_queue", &self.embed_queue.is_some())
             .finish()
     }
 }
@@ -195,6 +206,8 @@ pub struct Memory {
     unranked: Vec<(usize, Turn)>,
     /// Things a user should know (an embedding that failed, a summary not saved).
     warnings: Vec<String>,
+    /// Where stored turns go to be embedded, when not as they are pushed.
+    embed_queue: Option<Arc<EmbedQueue>>,
 }
 
 impl std::fmt::Debug for Memory {
@@ -225,6 +238,20 @@ impl Memory {
         if let Some(e) = &parts.embedder {
             store.bind_embedder(e.model_id(), e.dim())?;
         }
+        if let Some(q) = &parts.embed_queue {
+            let question_model = parts.embedder.as_ref().map(|e| e.model_id());
+            if question_model != Some(q.model_id()) {
+                return Err(EmbedError::Backend {
+                    model: q.model_id().to_string(),
+                    message: format!(
+                        "conversation {}: the embedding queue's model is not the one that embeds questions ({})",
+                        config.conversation,
+                        question_model.unwrap_or("none")
+                    ),
+                }
+                .into());
+            }
+        }
         let turns = store.turns(&config.conversation)?;
         let history = History::from_turns(&config.conversation, &turns, parts.counter.clone())?;
         let mut tiers = store.tiers(&config.conversation)?;
@@ -235,7 +262,17 @@ impl Memory {
         let vectors = store.whole_vectors(&config.conversation)?;
         let mut topics = Tracker::new(config.topic.clone());
         for (i, t) in turns.iter().enumerate() {
-            topics.push(t, vectors.get(i).map(Vec::as_slice));
+            match &parts.embed_queue {
+                // Turns stored but not embedded (the process stopped first, or the model
+                // failed) go to the queue now.
+                Some(q) => {
+                    if vectors.get(i).is_none_or(Vec::is_empty) {
+                        q.submit(&store, &config.conversation, t.clone());
+                    }
+                    topics.push(t, None);
+                }
+                None => topics.push(t, vectors.get(i).map(Vec::as_slice)),
+            }
         }
         drop(vectors);
         let summaries = Background::start(
@@ -247,8 +284,10 @@ impl Memory {
                 counter: parts.counter.clone(),
             },
         );
-        let rankings =
-            Background::start("strata-salience", Rankings::new(parts.counter.clone(), config.layout.tiered.salience.clone()));
+        let rankings = Background::start(
+            "strata-salience",
+            Rankings::new(parts.counter.clone(), config.layout.tiered.salience.clone()),
+        );
         let recalled_tokens = (0..history.len()).map(|i| context::count_recalled(&history, i)).collect();
         let mut memory = Memory {
             published: Snapshot {
@@ -273,6 +312,7 @@ impl Memory {
             rankings,
             unranked: Vec::new(),
             warnings: Vec::new(),
+            embed_queue: parts.embed_queue,
         };
         memory.extend_grouping();
         // The stored turns are ranked before the memory is handed out (as the statistics
@@ -375,7 +415,7 @@ impl Memory {
     pub fn push(&mut self, turn: Turn) -> Result<(), MemoryError> {
         // Validate against the history first, so a bad turn is refused before it is stored.
         self.history_mut().push(turn.clone())?;
-        let (vector, sentences) = self.embed_turn(&turn);
+        let (vector, sentences) = if self.embed_queue.is_some() { (None, Vec::new()) } else { self.embed_turn(&turn) };
         let stored = self.store_and_plan(turn, vector, sentences);
         self.send_unranked();
         stored
@@ -393,6 +433,7 @@ impl Memory {
             stored = self.history_mut().push(turn.clone()).map_err(MemoryError::from).and_then(|()| {
                 let (vector, sentences) = match vectors.next() {
                     Some(v) => v,
+                    None if self.embed_queue.is_some() => (None, Vec::new()),
                     None => self.embed_turn(turn),
                 };
                 self.store_and_plan(turn.clone(), vector, sentences)
@@ -415,7 +456,9 @@ impl Memory {
     /// The vectors of `turns` from one embedder call, or nothing when there is no embedder
     /// or the call fails (then each turn is embedded on its own, and a failure noted).
     fn embed_turns(&self, turns: &[Turn]) -> Vec<TurnEmbedding> {
-        let Some(e) = &self.published.embedder else { return Vec::new() };
+        let Some(e) = self.published.embedder.as_ref().filter(|_| self.embed_queue.is_none()) else {
+            return Vec::new();
+        };
         let texts: Vec<Vec<String>> = turns.iter().map(strata_store::embedded_texts).collect();
         let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
         match e.embed(&flat) {
@@ -447,6 +490,9 @@ impl Memory {
             let n = snap.history.len();
             self.history_mut().truncate(n - 1);
             return Err(e.into());
+        }
+        if let Some(q) = &self.embed_queue {
+            q.submit(&snap.store, &snap.config.conversation, turn.clone());
         }
         // Held as the store gives it back, so that this memory and a reopened one detect the
         // same topics.
@@ -687,12 +733,7 @@ impl Memory {
     fn extend_grouping(&mut self) {
         let snap = &mut self.published;
         let cap = snap.config.layout.tiered.burst_tokens;
-        Arc::make_mut(&mut snap.grouping).extend(
-            snap.history.turns(),
-            &snap.recalled_tokens,
-            &snap.config.recall,
-            cap,
-        );
+        Arc::make_mut(&mut snap.grouping).extend(snap.history.turns(), &snap.recalled_tokens, &snap.config.recall, cap);
     }
 }
 

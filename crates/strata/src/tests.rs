@@ -46,7 +46,7 @@ impl Embedder for Words {
 }
 
 fn parts(generator: Option<Arc<dyn Generator>>) -> Parts {
-    Parts { counter: counter(), embedder: Some(Arc::new(Words)), generator }
+    Parts { counter: counter(), embedder: Some(Arc::new(Words)), generator, embed_queue: None }
 }
 
 const HOUR: i64 = 3600;
@@ -625,7 +625,8 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = MemoryConfig::new("c");
     config.path = Some(dir.path().join("m.db"));
-    let with = |e: Arc<dyn Embedder>| Parts { counter: counter(), embedder: Some(e), generator: None };
+    let with =
+        |e: Arc<dyn Embedder>| Parts { counter: counter(), embedder: Some(e), generator: None, embed_queue: None };
     {
         let mut m = Memory::open(config.clone(), with(Arc::new(Words))).unwrap();
         for t in day() {
@@ -635,7 +636,7 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     let err = Memory::open(config.clone(), with(Arc::new(Reversed))).unwrap_err();
     assert!(err.to_string().contains("written by test-bag-of-words, not test-reversed"), "{err}");
     // Without an embedder the store is still readable, by words.
-    Memory::open(config.clone(), Parts { counter: counter(), embedder: None, generator: None })
+    Memory::open(config.clone(), Parts { counter: counter(), embedder: None, generator: None, embed_queue: None })
         .unwrap();
 
     let store = strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap();
@@ -646,7 +647,11 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     drop(store);
     let m = Memory::open(config.clone(), with(Arc::new(Reversed))).unwrap();
     let reversed = Reversed.embed(&[&strata_store::indexed_text(&m.history().turns()[1])]).unwrap();
-    let stored = strata_store::Store::whole_vectors(&strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap(), "c").unwrap();
+    let stored = strata_store::Store::whole_vectors(
+        &strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap(),
+        "c",
+    )
+    .unwrap();
     let cos: f32 = stored[1].iter().zip(&reversed[0]).map(|(a, b)| a * b).sum();
     assert!(cos > 0.99, "the stored vector is the new model's (cosine {cos})");
     let hits = m.recall("why are rollbacks instant with blue-green?", 1).unwrap();
@@ -936,4 +941,122 @@ proptest! {
     fn turn_by_turn_equals_the_whole_conversation_computation(turns in arb_stream(), budget in 200usize..1500) {
         same_as_whole(&turns, budget, "what did we decide about the deploy script?");
     }
+}
+
+/// The bag of words behind a gate: `embed` waits until the gate opens, or fails while
+/// `broken` is set. Stands in for a slow model, or one that fails.
+#[derive(Debug, Default)]
+struct Gated {
+    open: Mutex<bool>,
+    opened: Condvar,
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl Gated {
+    fn open(&self) {
+        *self.open.lock().unwrap() = true;
+        self.opened.notify_all();
+    }
+}
+
+impl Embedder for Gated {
+    fn model_id(&self) -> &str {
+        Words.model_id()
+    }
+    fn dim(&self) -> usize {
+        Words.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if self.broken.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(EmbedError::Backend { model: "gated".into(), message: "the model is down".into() });
+        }
+        let mut open = self.open.lock().unwrap();
+        while !*open {
+            open = self.opened.wait(open).unwrap();
+        }
+        Words.embed(texts)
+    }
+}
+
+/// Questions are embedded at once by the same model (so a shut gate holds only the queue).
+fn queued(embedder: Arc<Gated>) -> Parts {
+    let queue = Arc::new(crate::EmbedQueue::start(embedder));
+    Parts { counter: counter(), embedder: Some(Arc::new(Words)), generator: None, embed_queue: Some(queue) }
+}
+
+/// With a queue, `push` waits for no model: the turn is stored and found by its words at
+/// once, and its vectors arrive when the queue gets to it; a memory reopened after the
+/// model failed queues the turns it finds without vectors, and detects the topics the live
+/// memory did (by cues and pauses, never by vectors that only one of them saw).
+#[test]
+fn queued_turns_are_stored_at_once_and_embedded_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(400);
+    c.path = Some(dir.path().join("q.db"));
+    let gated = Arc::new(Gated::default());
+    let parts = queued(gated.clone());
+    let queue = parts.embed_queue.clone().unwrap();
+    let turns = day();
+    let mut m = Memory::open(c.clone(), parts).unwrap();
+    for t in &turns {
+        m.push(t.clone()).unwrap();
+    }
+    // The gate is shut: every turn is stored, none embedded, and recall works by words.
+    assert_eq!(m.store().len("conv").unwrap(), turns.len() as u64);
+    assert!(queue.pending() > 0);
+    let stored = |path: &std::path::Path| {
+        strata_store::Store::whole_vectors(&strata_store::SqliteStore::open(path).unwrap(), "conv").unwrap()
+    };
+    assert!(stored(c.path.as_ref().unwrap()).iter().all(Vec::is_empty));
+    assert_eq!(m.recall("deploy script vault token", 1).unwrap()[0].turn.id, "m1");
+    gated.open();
+    queue.settle();
+    assert_eq!(queue.pending(), 0);
+    assert!(queue.take_warnings().is_empty());
+    let vectors = stored(c.path.as_ref().unwrap());
+    for (t, v) in turns.iter().zip(&vectors) {
+        let want = Words.embed(&[&strata_store::indexed_text(t)]).unwrap().remove(0);
+        let cos: f32 = v.iter().zip(&want).map(|(a, b)| a * b).sum();
+        assert!(cos > 0.99, "turn {}: cosine {cos}", t.id);
+    }
+    let live_starts = m.topic_starts();
+    m.settle();
+    let live_context = m.context(400, None).unwrap();
+    drop(m);
+
+    // A model that fails leaves the turns without vectors, and says which.
+    let mut c2 = c.clone();
+    c2.path = Some(dir.path().join("failed.db"));
+    let broken = Arc::new(Gated::default());
+    broken.broken.store(true, std::sync::atomic::Ordering::SeqCst);
+    let parts = queued(broken.clone());
+    let queue = parts.embed_queue.clone().unwrap();
+    {
+        let mut m = Memory::open(c2.clone(), parts).unwrap();
+        m.push_all(&turns).unwrap();
+        queue.settle();
+        let warnings = queue.take_warnings();
+        assert_eq!(warnings.len(), turns.len(), "{warnings:?}");
+        assert!(warnings[0].contains("turn sys not embedded") && warnings[0].contains("model is down"), "{warnings:?}");
+    }
+    assert!(stored(c2.path.as_ref().unwrap()).iter().all(Vec::is_empty));
+    // Reopened with the model back, the memory queues them, and is the live one's twin.
+    let mended = Arc::new(Gated::default());
+    mended.open();
+    let parts = queued(mended);
+    let queue = parts.embed_queue.clone().unwrap();
+    let mut m = Memory::open(c2.clone(), parts).unwrap();
+    queue.settle();
+    assert!(stored(c2.path.as_ref().unwrap()).iter().all(|v| !v.is_empty()));
+    assert_eq!(m.topic_starts(), live_starts);
+    m.settle();
+    assert_eq!(m.context(400, None).unwrap(), live_context);
+}
+
+#[test]
+fn a_queue_must_embed_with_the_model_that_embeds_questions() {
+    let mut parts = queued(Arc::new(Gated::default()));
+    parts.embedder = Some(Arc::new(Reversed));
+    let err = Memory::open(config(400), parts).unwrap_err();
+    assert!(err.to_string().contains("not the one that embeds questions (test-reversed)"), "{err}");
 }

@@ -31,7 +31,12 @@ pub struct TieredConfig {
 
 impl Default for TieredConfig {
     fn default() -> TieredConfig {
-        TieredConfig { salient: 0.9, salient_with_question: 0.25, burst_tokens: 200, salience: SalienceConfig::default() }
+        TieredConfig {
+            salient: 0.9,
+            salient_with_question: 0.25,
+            burst_tokens: 200,
+            salience: SalienceConfig::default(),
+        }
     }
 }
 
@@ -69,12 +74,7 @@ impl std::fmt::Debug for Tiered {
 
 impl Tiered {
     pub fn new(embedder: Option<Arc<dyn Embedder>>, generator: Option<Arc<dyn Generator>>) -> Tiered {
-        Tiered {
-            embedder,
-            generator,
-            configure: Box::new(|_| {}),
-            memories: Mutex::new(HashMap::new()),
-        }
+        Tiered { embedder, generator, configure: Box::new(|_| {}), memories: Mutex::new(HashMap::new()) }
     }
 
     /// The tiered memory with the config file's `[tiered]` table.
@@ -115,6 +115,7 @@ impl Tiered {
             counter: history.counter_arc(),
             embedder: self.embedder.clone(),
             generator: self.generator.clone(),
+            embed_queue: None,
         };
         let memory = Memory::open(config, parts).map_err(|e| failed(&e))?;
         let m = Arc::new(Mutex::new(memory));
