@@ -117,7 +117,11 @@ enum Stored {
     Done(Step),
     /// Build the context from this snapshot, for this question; the client's history cost
     /// this much as sent.
-    Build { snapshot: strata::Snapshot, question: Option<String>, sent_by_client: usize },
+    Build {
+        snapshot: strata::Snapshot,
+        question: Option<String>,
+        sent_by_client: usize,
+    },
 }
 
 /// Stores the messages the conversation does not hold yet (each durably, before anything is
@@ -162,6 +166,10 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
         state.metrics.stored(added);
         for note in memory.take_warnings() {
             log(&format!("conversation {id}: {note}"));
+        }
+        // The queue's warnings name their own conversations.
+        for note in state.parts.embed_queue.iter().flat_map(|q| q.take_warnings()) {
+            log(&note);
         }
         let history = memory.history();
         let sent_by_client: usize = (0..turns.len().min(history.len())).map(|i| history.tokens(i)).sum::<usize>()

@@ -154,6 +154,5 @@ pub(crate) async fn turns(State(state): State<Arc<AppState>>, Path(id): Path<Str
 }
 
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let (open, pending) = state.census();
-    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render(open, pending)).into_response()
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], state.metrics.render(state.census())).into_response()
 }

@@ -20,7 +20,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use sha2::{Digest, Sha256};
-use strata::{Clock, Memory, MemoryConfig, Parts};
+use strata::{Clock, EmbedQueue, Memory, MemoryConfig, Parts};
 use strata_core::{EmbedError, Embedder, Generator};
 use strata_store::Store;
 
@@ -157,11 +157,10 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    pub fn new(
-        config: ServeConfig,
-        store: Arc<dyn Store>,
-        mut parts: Parts,
-    ) -> Result<Arc<AppState>, ServeError> {
+    pub fn new(config: ServeConfig, store: Arc<dyn Store>, mut parts: Parts) -> Result<Arc<AppState>, ServeError> {
+        // Stored turns are embedded by a queue in the background, batched across
+        // conversations on the cores requests leave; a request embeds only its question.
+        parts.embed_queue = parts.embedder.clone().map(|e| Arc::new(EmbedQueue::start(e)));
         parts.embedder =
             parts.embedder.map(|inner| Arc::new(OneAtATime { inner, turn: Mutex::new(()) }) as Arc<dyn Embedder>);
         if let Some(e) = &parts.embedder {
@@ -245,15 +244,24 @@ impl AppState {
         Ok(open || self.store.conversations().map_err(|e| internal(e.to_string()))?.iter().any(|c| c == id))
     }
 
-    /// Open conversations and the summaries they have pending (a memory busy with a request
-    /// is skipped rather than waited for).
-    fn census(&self) -> (usize, usize) {
+    /// Open conversations, the summaries they have pending (a memory busy with a request is
+    /// skipped rather than waited for) and the turns waiting for their vectors.
+    fn census(&self) -> Census {
         let slots: Vec<Slot> =
             self.memories.lock().unwrap_or_else(|p| p.into_inner()).values().map(|(s, _)| s.clone()).collect();
-        let pending =
+        let summaries =
             slots.iter().filter_map(|s| s.try_lock().ok().and_then(|m| m.as_ref().map(Memory::pending))).sum();
-        (slots.len(), pending)
+        let embeddings = self.parts.embed_queue.as_ref().map_or(0, |q| q.pending());
+        Census { conversations: slots.len(), summaries, embeddings }
     }
+}
+
+/// The server's gauges, read when `/metrics` is asked for.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Census {
+    pub(crate) conversations: usize,
+    pub(crate) summaries: usize,
+    pub(crate) embeddings: usize,
 }
 
 /// An embedder that runs one call at a time. The model spreads one call over every core

@@ -75,8 +75,9 @@ impl Metrics {
         self.turns_stored.fetch_add(turns as u64, Ordering::Relaxed);
     }
 
-    /// The text `/metrics` answers with; `conversations` and `pending` are read by the caller.
-    pub(crate) fn render(&self, conversations: usize, pending: usize) -> String {
+    /// The text `/metrics` answers with; the gauges of `census` are read by the caller.
+    pub(crate) fn render(&self, census: crate::Census) -> String {
+        let crate::Census { conversations, summaries, embeddings } = census;
         let mut out = String::new();
         let _ = writeln!(out, "# HELP strata_requests_total Chat completion requests by outcome.");
         let _ = writeln!(out, "# TYPE strata_requests_total counter");
@@ -97,7 +98,13 @@ impl Metrics {
                 self.turns_stored.load(Ordering::Relaxed) as f64,
             ),
             ("strata_conversations_open", "Conversations held in memory.", "gauge", conversations as f64),
-            ("strata_summaries_pending", "Summaries queued or running in the background.", "gauge", pending as f64),
+            ("strata_summaries_pending", "Summaries queued or running in the background.", "gauge", summaries as f64),
+            (
+                "strata_embeddings_pending",
+                "Stored turns waiting for their vectors (found by their words until then).",
+                "gauge",
+                embeddings as f64,
+            ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");
         }

@@ -9,7 +9,7 @@ use axum::routing::{get, post};
 use serde_json::{json, Value};
 use strata::Parts;
 use strata_core::{Role, TokenCounter};
-use strata_store::{Store, SqliteStore};
+use strata_store::{SqliteStore, Store};
 
 use super::*;
 use crate::chat::SseReply;
@@ -98,7 +98,7 @@ async fn start_on(upstream: SocketAddr, store: Arc<dyn Store>, tweak: impl FnOnc
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     tweak(&mut config);
     let state =
-        AppState::new(config, store, Parts { counter: counter(), embedder: None, generator: None })
+        AppState::new(config, store, Parts { counter: counter(), embedder: None, generator: None, embed_queue: None })
             .unwrap();
     let listener = bind(&state.config).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -451,14 +451,14 @@ async fn past_the_open_limit_the_idle_memory_closes_and_reopens_from_the_store()
     for id in ["x1", "x2", "x3"] {
         assert_eq!(s.chat(id, &[("user", &format!("I am {id}"))]).await.0, 200);
     }
-    assert_eq!(s.state.census().0, 2);
+    assert_eq!(s.state.census().conversations, 2);
     // x1 was closed; it comes back with its turns and goes on.
     let stored = s.stored("x1").await;
     assert_eq!(stored.len(), 2);
     let (status, _) = s.chat("x1", &[("user", "I am x1"), ("assistant", &stored[1].1), ("user", "still here")]).await;
     assert_eq!(status, 200);
     assert_eq!(s.stored("x1").await.len(), 4);
-    assert_eq!(s.state.census().0, 2);
+    assert_eq!(s.state.census().conversations, 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
