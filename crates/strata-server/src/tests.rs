@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::routing::{get, post};
 use serde_json::{json, Value};
 use strata::Parts;
-use strata_core::{Role, TokenCounter};
+use strata_core::{EmbedError, Embedder, Role, TokenCounter};
 use strata_store::{SqliteStore, Store};
 
 use super::*;
@@ -87,6 +87,15 @@ async fn start(upstream: SocketAddr, tweak: impl FnOnce(&mut ServeConfig)) -> Ru
 }
 
 async fn start_on(upstream: SocketAddr, store: Arc<dyn Store>, tweak: impl FnOnce(&mut ServeConfig)) -> Running {
+    start_with(upstream, store, None, tweak).await
+}
+
+async fn start_with(
+    upstream: SocketAddr,
+    store: Arc<dyn Store>,
+    embedder: Option<Arc<dyn Embedder>>,
+    tweak: impl FnOnce(&mut ServeConfig),
+) -> Running {
     let mut config = ServeConfig::new(Backend::Upstream {
         base: format!("http://{upstream}/v1"),
         key: None,
@@ -98,7 +107,7 @@ async fn start_on(upstream: SocketAddr, store: Arc<dyn Store>, tweak: impl FnOnc
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     tweak(&mut config);
     let state =
-        AppState::new(config, store, Parts { counter: counter(), embedder: None, generator: None, embed_queue: None })
+        AppState::new(config, store, Parts { counter: counter(), embedder, generator: None, embed_queue: None })
             .unwrap();
     let listener = bind(&state.config).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
@@ -583,4 +592,56 @@ async fn a_list_that_fits_the_budget_goes_upstream_as_it_came() {
     let sent = log.requests.lock().unwrap().last().unwrap().clone();
     assert_ne!(sent["messages"], long["messages"]);
     assert_eq!(sent["messages"].as_array().unwrap().last().unwrap()["content"], "And now?");
+}
+
+/// Letters counted into 26 buckets: a deterministic stand-in for a sentence model.
+struct Letters;
+
+impl Embedder for Letters {
+    fn model_id(&self) -> &str {
+        "test-letters"
+    }
+    fn dim(&self) -> usize {
+        26
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|t| {
+                let mut v = vec![0.0f32; 26];
+                for b in t.bytes().filter(u8::is_ascii_alphabetic) {
+                    v[usize::from(b.to_ascii_lowercase() - b'a')] += 1.0;
+                }
+                let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-6);
+                v.iter().map(|x| x / norm).collect()
+            })
+            .collect())
+    }
+}
+
+/// With an embedder, the server stores each turn before it answers and embeds it later,
+/// in the background: every stored turn gets its vectors, and `/metrics` says how many
+/// are still waiting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_turns_are_embedded_in_the_background() {
+    let (up, _) = start_upstream().await;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::in_memory().unwrap());
+    let s = start_with(up, store.clone(), Some(Arc::new(Letters)), |_| {}).await;
+    let mut history = Vec::new();
+    for i in 0..6 {
+        history.push(("user", format!("Question {i} about the apricot orchard and its irrigation.")));
+        let msgs: Vec<(&str, &str)> = history.iter().map(|(r, c)| (*r, c.as_str())).collect();
+        let (status, v) = s.chat("orchard", &msgs).await;
+        assert_eq!(status, 200, "{v}");
+        history.push(("assistant", v["choices"][0]["message"]["content"].as_str().unwrap().to_string()));
+    }
+    let metrics = s.client.get(format!("{}/metrics", s.base)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("strata_embeddings_pending "), "{metrics}");
+    let queue = s.state.parts.embed_queue.clone().expect("a queue beside the embedder");
+    tokio::task::spawn_blocking(move || queue.settle()).await.unwrap();
+    let vectors = store.whole_vectors("orchard").unwrap();
+    assert_eq!(vectors.len(), 12);
+    assert!(vectors.iter().all(|v| v.len() == 26), "{vectors:?}");
+    let metrics = s.client.get(format!("{}/metrics", s.base)).send().await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("strata_embeddings_pending 0"), "{metrics}");
 }
