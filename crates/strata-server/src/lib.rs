@@ -21,7 +21,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use sha2::{Digest, Sha256};
 use strata::{Clock, EmbedQueue, Memory, MemoryConfig, Parts};
-use strata_core::{EmbedError, Embedder, Generator};
+use strata_core::Generator;
 use strata_store::Store;
 
 pub mod api;
@@ -158,11 +158,10 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     pub fn new(config: ServeConfig, store: Arc<dyn Store>, mut parts: Parts) -> Result<Arc<AppState>, ServeError> {
-        // Stored turns are embedded by a queue in the background, batched across
-        // conversations on the cores requests leave; a request embeds only its question.
-        parts.embed_queue = parts.embedder.clone().map(|e| Arc::new(EmbedQueue::start(e)));
-        parts.embedder =
-            parts.embedder.map(|inner| Arc::new(OneAtATime { inner, turn: Mutex::new(()) }) as Arc<dyn Embedder>);
+        // Stored turns are embedded by a queue in the background, across conversations,
+        // whenever no question waits for the model; a request embeds only its question.
+        parts.embed_queue = parts.embedder.take().map(|e| Arc::new(EmbedQueue::start(e)));
+        parts.embedder = parts.embed_queue.as_ref().map(|q| q.questions());
         if let Some(e) = &parts.embedder {
             // Checked here and not at the first request: a store written by another model
             // would otherwise fail every request.
@@ -262,39 +261,6 @@ pub(crate) struct Census {
     pub(crate) conversations: usize,
     pub(crate) summaries: usize,
     pub(crate) embeddings: usize,
-}
-
-/// An embedder that runs one call at a time. The model spreads one call over every core
-/// already; dozens of conversations embedding at once only fight over them (measured: 50 at
-/// once through MiniLM took 67 s for 150 requests, most of it the kernel's).
-struct OneAtATime {
-    inner: Arc<dyn Embedder>,
-    turn: Mutex<()>,
-}
-
-impl OneAtATime {
-    fn run<T>(&self, f: impl FnOnce(&dyn Embedder) -> T) -> T {
-        let _turn = self.turn.lock().unwrap_or_else(|p| p.into_inner());
-        f(self.inner.as_ref())
-    }
-}
-
-impl Embedder for OneAtATime {
-    fn model_id(&self) -> &str {
-        self.inner.model_id()
-    }
-    fn dim(&self) -> usize {
-        self.inner.dim()
-    }
-    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.run(|e| e.embed(texts))
-    }
-    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.run(|e| e.embed_query(texts))
-    }
-    fn embed_clustering(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.run(|e| e.embed_clustering(texts))
-    }
 }
 
 fn internal(message: String) -> ApiError {

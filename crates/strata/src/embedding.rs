@@ -1,29 +1,77 @@
 //! Stored turns embedded after `push` has returned: one queue that the memories of a process
 //! share (a server's conversations), which gathers the turns waiting from every conversation
-//! into few model calls, runs them on threads the scheduler serves only when nothing else
-//! wants the cores, and writes the vectors to the store. Until its vectors are written, a
-//! turn is found by its words.
+//! into small model calls, runs each only when no question is waiting for the model, and
+//! writes the vectors to the store. Until its vectors are written, a turn is found by its
+//! words.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use strata_core::{EmbedError, Embedder, Turn};
 use strata_store::{Store, TurnVectors};
 
 use crate::background::{Background, Outbox, Work};
 
-/// Turns per model call: enough for the embedder to batch texts of similar length, few
-/// enough that a queue being closed stops soon.
-const BATCH: usize = 16;
+/// Turns per model call: a question waits at most for one such call (a turn and its
+/// sentences are about 20 ms of MiniLM on two cores), and a queue being closed stops soon.
+const BATCH: usize = 4;
 
 /// Embeds stored turns in the background for every memory given it (see [`crate::Parts`]).
 pub struct EmbedQueue {
     model_id: String,
+    questions: Arc<dyn Embedder>,
     background: Background<Deferred>,
 }
 
 impl std::fmt::Debug for EmbedQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EmbedQueue").field("model", &self.model_id).field("background", &self.background).finish()
+    }
+}
+
+/// One model call at a time, questions first. The model spreads one call over every core
+/// already, so calls at once only fight over them (measured: 50 conversations embedding at
+/// once through MiniLM took 67 s for 150 requests, most of it the kernel's); and a question
+/// is what a request waits for, where a stored turn can wait.
+#[derive(Default)]
+struct Gate {
+    turn: Mutex<()>,
+    questions_waiting: AtomicUsize,
+}
+
+/// The model as questions reach it: through the gate, ahead of the queue.
+struct QuestionsFirst {
+    inner: Arc<dyn Embedder>,
+    gate: Arc<Gate>,
+}
+
+impl QuestionsFirst {
+    fn run<T>(&self, f: impl FnOnce(&dyn Embedder) -> T) -> T {
+        self.gate.questions_waiting.fetch_add(1, Ordering::SeqCst);
+        let turn = self.gate.turn.lock().unwrap_or_else(|p| p.into_inner());
+        self.gate.questions_waiting.fetch_sub(1, Ordering::SeqCst);
+        let out = f(self.inner.as_ref());
+        drop(turn);
+        out
+    }
+}
+
+impl Embedder for QuestionsFirst {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+    fn dim(&self) -> usize {
+        self.inner.dim()
+    }
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(|e| e.embed(texts))
+    }
+    fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(|e| e.embed_query(texts))
+    }
+    fn embed_clustering(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        self.run(|e| e.embed_clustering(texts))
     }
 }
 
@@ -35,19 +83,21 @@ pub(crate) struct Job {
 }
 
 impl EmbedQueue {
-    /// Starts the queue's thread. Model calls run on a pool of their own whose threads have
-    /// the idle scheduling class where the system has one (Linux): requests, and the
-    /// questions they embed, always come first; the queue uses the cores they leave.
+    /// Starts the queue's thread. Its model calls wait while a question waits: embed
+    /// questions with [`EmbedQueue::questions`], not with `embedder` itself.
     pub fn start(embedder: Arc<dyn Embedder>) -> EmbedQueue {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .thread_name(|i| format!("strata-embed-{i}"))
-            .start_handler(|_| lower_priority())
-            .build()
-            .ok();
+        let gate = Arc::new(Gate::default());
         EmbedQueue {
             model_id: embedder.model_id().to_string(),
-            background: Background::start("strata-embed-queue", Deferred { embedder, pool }),
+            questions: Arc::new(QuestionsFirst { inner: embedder.clone(), gate: gate.clone() }),
+            background: Background::start("strata-embed-queue", Deferred { embedder, gate }),
         }
+    }
+
+    /// The model for questions (and anything a caller waits on): one call at a time, each
+    /// ahead of the queue's next.
+    pub fn questions(&self) -> Arc<dyn Embedder> {
+        self.questions.clone()
     }
 
     /// The model that writes the vectors.
@@ -75,30 +125,25 @@ impl EmbedQueue {
     }
 }
 
-/// The scheduler's idle class for the calling thread: it runs only on a core nothing else
-/// wants. Best effort: where it cannot be had, the thread keeps its priority.
-fn lower_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        use thread_priority::{NormalThreadSchedulePolicy, ThreadPriority, ThreadSchedulePolicy};
-        let _ = thread_priority::set_thread_priority_and_policy(
-            thread_priority::thread_native_id(),
-            ThreadPriority::Min,
-            ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle),
-        );
-    }
-}
-
 struct Deferred {
     embedder: Arc<dyn Embedder>,
-    pool: Option<rayon::ThreadPool>,
+    gate: Arc<Gate>,
 }
 
 impl Deferred {
+    /// One call once no question waits; a question that comes while it runs waits for this
+    /// call only.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        match &self.pool {
-            Some(pool) => pool.install(|| self.embedder.embed(texts)),
-            None => self.embedder.embed(texts),
+        loop {
+            while self.gate.questions_waiting.load(Ordering::SeqCst) > 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let turn = self.gate.turn.lock().unwrap_or_else(|p| p.into_inner());
+            if self.gate.questions_waiting.load(Ordering::SeqCst) == 0 {
+                let out = self.embedder.embed(texts);
+                drop(turn);
+                return out;
+            }
         }
     }
 

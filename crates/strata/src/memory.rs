@@ -119,8 +119,9 @@ pub struct Parts {
     /// (a server's): `push` then waits for no model, a turn is found by its words until its
     /// vectors are written, and topics are detected by cue phrases and pauses only (a
     /// memory opened later would otherwise see vectors this one never had, and cut other
-    /// spans). The queue's model must be `embedder`'s. `None` embeds each turn as it is
-    /// pushed, as an evaluation needs.
+    /// spans). The queue's model must be `embedder`'s: give `embedder` the queue's
+    /// [`EmbedQueue::questions`], so that questions go to the model ahead of it. `None`
+    /// embeds each turn as it is pushed, as an evaluation needs.
     pub embed_queue: Option<Arc<EmbedQueue>>,
 }
 
