@@ -47,7 +47,7 @@ pub(crate) struct Args {
     /// endpoint as URL#MODEL (http://127.0.0.1:8080/v1#qwen).
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
-    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
 }

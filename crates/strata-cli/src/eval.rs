@@ -71,7 +71,7 @@ struct RunArgs {
     /// Segmenters for datasets with gold topic boundaries, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "none,even-10,fixed,depth,combined")]
     segmenter: Vec<String>,
-    /// Where model weights are [default: $STRATA_MODELS, else models/ in the repository].
+    /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
     /// Summarizers for datasets with reference summaries, comma-separated.
@@ -154,10 +154,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 data_dir: data_dir(a.data_dir, &root),
                 strategy_config,
                 segmenters: a.segmenter,
-                models_dir: a
-                    .models_dir
-                    .or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from))
-                    .unwrap_or_else(|| root.join("models")),
+                models_dir: crate::models::dir(a.models_dir.as_deref()),
                 summarizers: a.summarizer,
                 repo_root: root,
                 progress: !a.quiet,

@@ -25,7 +25,7 @@ pub(crate) struct StoreArgs {
     /// only with the model that wrote it; `strata reembed` moves it to another.
     #[arg(long, value_parser = ["minilm", "nomic", "none"])]
     embedder: Option<String>,
-    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
     /// The context budget the tiers are sized for.
@@ -93,12 +93,12 @@ pub(crate) struct ContextArgs {
 }
 
 /// The embedder `--embedder` names, else the one that wrote `db`'s vectors, else MiniLM.
-fn embedder(store: &StoreArgs, db: &SqliteStore) -> Result<Option<Arc<dyn Embedder>>> {
+fn embedder(store: &StoreArgs, db: Option<&SqliteStore>) -> Result<Option<Arc<dyn Embedder>>> {
     let name = match &store.embedder {
         Some(name) => name.clone(),
         // Model ids are the model's folder name (with `+int8` for 8-bit vectors), which
         // `load_embedder` also takes.
-        None => match db.embedder()? {
+        None => match db.map(SqliteStore::embedder).transpose()?.flatten() {
             Some((model, _)) => model.split('+').next().unwrap_or("minilm").to_string(),
             None => "minilm".to_string(),
         },
@@ -164,9 +164,17 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
     // Load and validate the whole transcript (and the settings) before writing anything.
     let loaded = load(&args.input)?;
     let tiered = tiered_config(&args.store)?;
-    let store = open_store(&args.store.db, true)?;
-    let embedder = embedder(&args.store, &store)?;
+    // A new store is created only once its models are open: a model that cannot be opened
+    // leaves no empty store behind.
     let generator = crate::models::generator(args.model.as_deref(), args.store.models_dir.as_deref())?;
+    let (store, embedder) = if args.store.db.exists() {
+        let store = open_store(&args.store.db, true)?;
+        let embedder = embedder(&args.store, Some(&store))?;
+        (store, embedder)
+    } else {
+        let embedder = embedder(&args.store, None)?;
+        (open_store(&args.store.db, true)?, embedder)
+    };
     let mut summary = String::new();
     let mut stdout = std::io::stdout().lock();
     for c in &loaded.conversations {
@@ -232,7 +240,7 @@ fn open_memory(store: &StoreArgs, conversation: Option<String>, tokenizer: &str)
     let tiered = tiered_config(store)?;
     let parts = Parts {
         counter: strata_tokens::from_spec(tokenizer)?,
-        embedder: embedder(store, &db)?,
+        embedder: embedder(store, Some(&db))?,
         generator: None,
         embed_queue: None,
     };
@@ -262,7 +270,7 @@ pub(crate) struct ReembedArgs {
     /// The model whose vectors replace the store's: minilm or nomic.
     #[arg(long, value_parser = ["minilm", "nomic"])]
     embedder: String,
-    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
 }

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use anyhow::Result;
 use strata_core::Generator;
 
-/// `--models-dir`, else `$STRATA_MODELS`, else `./models`: [`strata_models::dir`].
+/// `--models-dir`, else `$STRATA_MODELS`, else `./models`, else the checkout's:
+/// [`strata_models::dir`].
 pub(crate) fn dir(arg: Option<&Path>) -> PathBuf {
     strata_models::dir(arg)
 }

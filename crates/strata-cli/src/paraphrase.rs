@@ -19,7 +19,7 @@ pub(crate) struct Args {
     /// endpoint as URL#MODEL.
     #[arg(long, value_name = "NAME|PATH")]
     model: String,
-    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
     /// The file to write (Strata JSONL); written whole once every turn is done.

@@ -22,7 +22,7 @@ pub(crate) struct Args {
     /// Sentence embeddings for topic similarity: minilm or nomic.
     #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic"])]
     embedder: String,
-    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
 }

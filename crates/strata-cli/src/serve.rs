@@ -70,7 +70,7 @@ pub(crate) struct Args {
     /// Strategy settings, a TOML or JSON file; its `[tiered]` table shapes the context.
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
-    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
     /// Largest request body, in bytes.

@@ -31,7 +31,7 @@ pub(crate) struct Args {
     /// it keeps every fact of the transcript and invents none.
     #[arg(long, value_name = "NAME|PATH")]
     model: Option<String>,
-    /// Where model weights are [default: $STRATA_MODELS, else ./models].
+    /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
 }

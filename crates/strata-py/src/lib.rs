@@ -93,9 +93,10 @@ pub(crate) fn counter(spec: &str) -> PyResult<Arc<dyn TokenCounter>> {
     strata_tokens::from_spec(spec).map_err(|e| input_error(e.to_string()))
 }
 
-/// Where model weights are: the argument, else `$STRATA_MODELS`, else `./models`.
+/// Where model weights are: the argument, else `$STRATA_MODELS`, else `./models`, else the
+/// checkout the package was built from ([`strata_models::dir`], as the CLI).
 pub(crate) fn models_dir(arg: Option<PathBuf>) -> PathBuf {
-    arg.or_else(|| std::env::var_os("STRATA_MODELS").map(PathBuf::from)).unwrap_or_else(|| PathBuf::from("models"))
+    strata_models::dir(arg.as_deref())
 }
 
 /// The context `strategy` builds for a conversation within `budget` tokens.

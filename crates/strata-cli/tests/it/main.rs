@@ -612,3 +612,45 @@ fn serve_refuses_to_listen_beyond_loopback_without_a_key_and_bad_flags() {
     let out = strata(&["serve", "--upstream", "ftp://x", "--embedder", "none", "--db", &db]);
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A model that cannot be opened stops `replay` before it creates the store: nothing is left
+/// behind to be mistaken for a memory.
+#[test]
+fn a_replay_whose_model_is_missing_creates_no_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("mem.db");
+    let nowhere = dir.path().join("no-models");
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat.json");
+    let out = strata(&["replay", example, "--db", db.to_str().unwrap(), "--models-dir", nowhere.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("no-models") && stderr.contains("fetch-models"), "{stderr}");
+    assert!(!db.exists(), "{} was created", db.display());
+    // The example replays with no embedder.
+    let out = strata(&["replay", example, "--db", db.to_str().unwrap(), "--embedder", "none"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(db.exists());
+}
+
+/// The example that docs/format.md shows loads, and its question recalls the turn that
+/// answers it.
+#[test]
+fn the_documented_example_compresses_and_recalls() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat.json");
+    let q = "Which broker did we pick?";
+    let out = strata(&[
+        "compress",
+        example,
+        "--strategy",
+        "tiered",
+        "--budget",
+        "120",
+        "--question",
+        q,
+        "--embedder",
+        "none",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("Kafka"), "{stdout}");
+}
