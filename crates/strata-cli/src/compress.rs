@@ -82,6 +82,13 @@ pub(crate) fn run(args: Args) -> Result<String> {
         let ctx = strategy
             .build(&history, args.budget, args.question.as_deref())
             .with_context(|| format!("transcript {}", c.id))?;
+        if let Some(note) = newest_left_out(&c.id, &history, &ctx) {
+            // Said whether or not --explain was asked: an answer to nothing is rarely wanted.
+            #[allow(clippy::print_stderr)]
+            {
+                eprintln!("warning: {note}");
+            }
+        }
         if args.explain {
             explain_context(&mut explain, &c.id, &history, &ctx)?;
         }
@@ -97,6 +104,29 @@ pub(crate) fn run(args: Args) -> Result<String> {
         }
     }
     render(&args.format, &contexts)
+}
+
+/// Why a context leaves out the conversation's newest turn (the message to be answered), when
+/// it does: the budget is below what that turn (with its tool unit) and the pinned system
+/// turns cost together.
+fn newest_left_out(id: &str, history: &History, ctx: &Context) -> Option<String> {
+    let last = history.turns().last()?;
+    if ctx.blocks.iter().any(|b| b.source_ids.iter().any(|s| *s == last.id)) {
+        return None;
+    }
+    let unit = history.unit_of(history.len() - 1).tokens;
+    // Strategies pin the leading system turns first.
+    let pinned: usize = (0..history.pinned().min(history.len() - 1)).map(|i| history.tokens(i)).sum();
+    let least = pinned + unit + history.counter().chat_format().reply_priming as usize;
+    if ctx.budget >= least {
+        // The strategy left it out by choice (`specific` keeps sentences, not turns).
+        return None;
+    }
+    Some(format!(
+        "transcript {id}: budget {} leaves out the newest turn {} ({unit} tokens alone); a budget of at least \
+         {least} keeps it",
+        ctx.budget, last.id
+    ))
 }
 
 pub(crate) fn render(format: &str, contexts: &[(String, Context)]) -> Result<String> {

@@ -654,3 +654,27 @@ fn the_documented_example_compresses_and_recalls() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("Kafka"), "{stdout}");
 }
+
+/// A budget too small for the message being answered is said on stderr, with the smallest
+/// budget that keeps it; that budget does keep it, silently.
+#[test]
+fn a_budget_too_small_for_the_newest_turn_says_so() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat.json");
+    let out = strata(&["compress", example, "--strategy", "window", "--budget", "10"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("budget 10 leaves out the newest turn t7"), "{stderr}");
+    let least = stderr.split("at least ").nth(1).and_then(|r| r.split_whitespace().next()).unwrap().to_string();
+    let out = strata(&["compress", example, "--strategy", "window", "--budget", &least, "--format", "json"]);
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"t7\""));
+    let out = strata(&[
+        "compress",
+        example,
+        "--strategy",
+        "window",
+        "--budget",
+        &(least.parse::<usize>().unwrap() - 1).to_string(),
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("leaves out the newest turn t7"));
+}
