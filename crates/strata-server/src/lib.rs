@@ -311,6 +311,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/healthz", get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }))
         .merge(guarded)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no such route") })
+        .method_not_allowed_fallback(|| async {
+            ApiError::new(StatusCode::METHOD_NOT_ALLOWED, "this route does not take that method")
+        })
         .layer(DefaultBodyLimit::max(state.config.max_body))
         .with_state(state)
 }

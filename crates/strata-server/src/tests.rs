@@ -358,6 +358,8 @@ async fn every_bad_request_gets_its_status_and_a_one_line_json_error() {
     assert_error(status, &v, 400, "budget");
     let (status, v) = s.get("/nowhere").await;
     assert_error(status, &v, 404, "route");
+    let (status, v) = s.get("/v1/chat/completions").await;
+    assert_error(status, &v, 405, "method");
     // A history that was edited under a conversation id: 409, naming the message.
     let (status, v) = s.chat("known", &[("user", "y")]).await;
     assert_error(status, &v, 409, "messages[0]");

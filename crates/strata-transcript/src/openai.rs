@@ -83,7 +83,8 @@ pub(crate) fn from_value(file: &str, id: &str, value: serde_json::Value) -> Resu
     };
     let mut turns = Vec::with_capacity(messages.len());
     for (index, m) in messages.into_iter().enumerate() {
-        let turn_id = format!("m{}", index + 1);
+        // Ids count from m0, as the server and `strata.Memory` number the turns they store.
+        let turn_id = format!("m{index}");
         let at = format!("transcript {id}: message {turn_id} (index {index})");
         let role = match m.role.as_deref() {
             None => return Err(LoadError::new(file, LoadErrorKind::Schema, format!("{at}: missing `role`"))),

@@ -82,7 +82,7 @@ fn openai_messages_load_with_tool_calls() {
         r#"[{"role": "tool", "tool_call_id": "call_1", "content": "x"}]"#,
         LoadErrorKind::Invalid,
         expect![
-            "chat.json: transcript chat: turn m1: tool_call_id `call_1` matches no earlier assistant turn or tool call"
+            "chat.json: transcript chat: turn m0: tool_call_id `call_1` matches no earlier assistant turn or tool call"
         ],
     );
 }
