@@ -264,6 +264,12 @@ impl GgufGenerator {
         out
     }
 
+    /// Counts tokens as this model sees them: its own tokenizer and [`GgufGenerator::render`]'s
+    /// framing, so that a budget counted with it is the prompt the model is given.
+    pub fn token_counter(&self) -> ChatMlCounter {
+        ChatMlCounter { name: self.model_id.clone(), tokenizer: self.tokenizer.clone() }
+    }
+
     /// The token ids of a rendered prompt.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, GenerateError> {
         let enc = self.tokenizer.encode(text, false).map_err(|e| self.backend(e.to_string()))?;
@@ -369,6 +375,50 @@ impl GgufGenerator {
 
     pub fn decode(&self, ids: &[u32]) -> Result<String, GenerateError> {
         self.tokenizer.decode(ids, true).map_err(|e| self.backend(e.to_string()))
+    }
+}
+
+/// Exact token counts for a ChatML model's prompts (see [`GgufGenerator::token_counter`]).
+/// Each message is `<|im_start|>ROLE\nCONTENT<|im_end|>\n`: the special tokens are atomic and
+/// a newline is a token of its own, so a prompt's count is the sum of its messages' plus the
+/// opened assistant turn (`<|im_start|>assistant\n`). Names and tool fields are not rendered,
+/// so they cost nothing.
+pub struct ChatMlCounter {
+    name: String,
+    tokenizer: Tokenizer,
+}
+
+impl std::fmt::Debug for ChatMlCounter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChatMlCounter").field("name", &self.name).finish()
+    }
+}
+
+impl strata_core::TokenCounter for ChatMlCounter {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn count(&self, text: &str) -> usize {
+        // A text the tokenizer cannot encode counts by its bytes: never fewer than it costs.
+        self.tokenizer.encode(text, false).map_or(text.len(), |e| e.get_ids().len())
+    }
+
+    fn chat_format(&self) -> strata_core::ChatFormat {
+        // `<|im_start|>`, the newline after the role, `<|im_end|>` and the newline after it;
+        // the reply is primed by `<|im_start|>assistant\n`.
+        strata_core::ChatFormat { per_message: 4, per_name: 0, reply_priming: 3 }
+    }
+
+    fn count_message(
+        &self,
+        role: Role,
+        _name: Option<&str>,
+        content: &str,
+        _tool_call_id: Option<&str>,
+        _tool_calls: &[strata_core::ToolCall],
+    ) -> usize {
+        self.chat_format().per_message as usize + self.count(role.as_str()) + self.count(content)
     }
 }
 

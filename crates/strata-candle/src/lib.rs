@@ -30,7 +30,8 @@ pub use bert::{load_embedder, BertEmbedder, EmbedderConfig, Precision, EMBEDDERS
 pub use cache::CachedEmbedder;
 pub use gencache::{CachedGenerator, LazyGenerator};
 pub use gguf::{
-    load_generator, open_generator, Backend, GgufGenerator, Timing, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M,
+    load_generator, open_generator, Backend, ChatMlCounter, GgufGenerator, Timing, QWEN_CODER_05B, QWEN_CODER_15B,
+    SMOLLM2_135M,
 };
 pub use weights::{locate, verify, ModelSpec, MINILM};
 

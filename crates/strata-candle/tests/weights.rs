@@ -281,3 +281,26 @@ fn qwen_15b_runs_on_the_int8_decoder() {
     let answer = qwen.generate(&ask("What is 17 times 3? Answer with the number only.", 8)).unwrap();
     assert!(answer.text.contains("51"), "{answer:?}");
 }
+
+#[test]
+#[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
+fn a_chatml_counter_counts_the_prompt_the_model_is_given() {
+    use strata_core::{ChatMessage, Role, TokenCounter};
+    let said = [
+        (Role::System, "You are a helpful engineering assistant."),
+        (Role::User, "We picked Kafka; the topic is billing.orders.v1 with 12 partitions.\nRetry 3 times."),
+        (Role::Assistant, "Noted: Kafka, 12 partitions, three retries an hour apart. Ünïcode ✓ too."),
+        (Role::User, "  Leading spaces, a tab\tand the number 4817?"),
+    ];
+    for spec in [strata_candle::SMOLLM2_135M, strata_candle::QWEN_CODER_05B] {
+        let g = generator(&spec);
+        let counter = g.token_counter();
+        let messages: Vec<ChatMessage> =
+            said.iter().map(|(role, text)| ChatMessage { role: *role, content: (*text).to_string() }).collect();
+        let prompt = g.encode(&strata_candle::GgufGenerator::render(&messages)).unwrap();
+        let counted: usize =
+            said.iter().map(|(role, text)| counter.count_message(*role, Some("jane"), text, None, &[])).sum::<usize>()
+                + counter.chat_format().reply_priming as usize;
+        assert_eq!(counted, prompt.len(), "{}", spec.folder);
+    }
+}

@@ -65,6 +65,7 @@ pub(crate) struct Args {
     #[arg(long, value_name = "NAME|PATH")]
     summary_model: Option<String>,
     /// Counts every budget: o200k, cl100k, or a tokenizer.json (the model's own is exact).
+    /// With --local-model the model's own tokenizer counts, whatever this says.
     #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
     tokenizer: String,
     /// Strategy settings, a TOML or JSON file; its `[tiered]` table shapes the context.
@@ -97,6 +98,8 @@ pub(crate) fn run(args: Args) -> Result<String> {
         return Err(BadInput(format!("--recall-share {}: expected a share from 0 to 1", args.recall_share)).into());
     }
     let models = crate::models::dir(args.models_dir.as_deref());
+    // With a local model, budgets are counted in its own tokens (exactly the prompt it gets).
+    let mut counter = strata_tokens::from_spec(&args.tokenizer)?;
     let backend = match (&args.upstream, &args.local_model) {
         (Some(url), _) => {
             if !(url.starts_with("http://") || url.starts_with("https://")) {
@@ -110,6 +113,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         }
         (None, Some(name)) => {
             let g = strata_candle::load_generator(name, &models)?;
+            counter = Arc::new(g.token_counter());
             let window = g.context_length().min(4096);
             Backend::Local { generator: Arc::new(g), window }
         }
@@ -152,7 +156,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         )?),
     };
     let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
-    let parts = Parts { counter: strata_tokens::from_spec(&args.tokenizer)?, embedder, generator, embed_queue: None };
+    let parts = Parts { counter, embedder, generator, embed_queue: None };
     let db = store.location().to_string();
     strata_server::run(config, store, parts, |addr| {
         #[allow(clippy::print_stderr)]

@@ -104,15 +104,19 @@ impl ServeConfig {
     }
 
     /// The budget of a request that asks for `max_tokens` of reply.
+    /// A budget set is kept, except that it never reaches past a window that is known (the
+    /// local model's, or `window` when set): the prompt and the reply must both fit.
     fn budget_for(&self, max_tokens: Option<usize>) -> usize {
-        if let Some(b) = self.budget {
-            return b;
-        }
-        let window = match &self.backend {
-            Backend::Local { window, .. } => self.window.unwrap_or(*window),
-            Backend::Upstream { .. } => self.window.unwrap_or(8192),
+        let (window, known) = match &self.backend {
+            Backend::Local { window, .. } => (self.window.unwrap_or(*window), true),
+            Backend::Upstream { .. } => (self.window.unwrap_or(8192), self.window.is_some()),
         };
-        window.saturating_sub(max_tokens.unwrap_or(self.reply_tokens)).max(1)
+        let room = window.saturating_sub(max_tokens.unwrap_or(self.reply_tokens)).max(1);
+        match self.budget {
+            Some(b) if known => b.min(room),
+            Some(b) => b,
+            None => room,
+        }
     }
 }
 

@@ -647,3 +647,53 @@ async fn stored_turns_are_embedded_in_the_background() {
     let metrics = s.client.get(format!("{}/metrics", s.base)).send().await.unwrap().text().await.unwrap();
     assert!(metrics.contains("strata_embeddings_pending 0"), "{metrics}");
 }
+
+/// A local model that notes how many tokens each prompt costs (counted as the server counts).
+struct Measuring {
+    prompts: Mutex<Vec<usize>>,
+}
+
+impl strata_core::Generator for Measuring {
+    fn model_id(&self) -> &str {
+        "measuring"
+    }
+    fn generate(
+        &self,
+        request: &strata_core::GenerateRequest,
+    ) -> Result<strata_core::Generation, strata_core::GenerateError> {
+        let c = counter();
+        let tokens =
+            request.messages.iter().map(|m| c.count_message(m.role, None, &m.content, None, &[])).sum::<usize>()
+                + c.chat_format().reply_priming as usize;
+        self.prompts.lock().unwrap().push(tokens);
+        Ok(strata_core::Generation { text: "Noted.".into(), prompt_tokens: tokens, generated_tokens: 2 })
+    }
+}
+
+/// A local model's window holds the prompt and the reply: a budget set above it is cut to
+/// the window less the reply, however long the history grows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_model_is_never_sent_more_than_its_window_less_the_reply() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let model = Arc::new(Measuring { prompts: Mutex::new(Vec::new()) });
+    let s = start(unused, |c| {
+        c.backend = Backend::Local { generator: model.clone(), window: 600 };
+        c.budget = Some(5000);
+        c.reply_tokens = 100;
+    })
+    .await;
+    let mut history: Vec<(String, String)> = Vec::new();
+    for i in 0..20 {
+        let text = format!("Message {i}: ") + &"the orchard's irrigation schedule changed again today. ".repeat(12);
+        history.push(("user".into(), text));
+        let msgs: Vec<(&str, &str)> = history.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+        let (status, v) = s.chat("window", &msgs).await;
+        assert_eq!(status, 200, "{v}");
+        history.push(("assistant".into(), "Noted.".into()));
+    }
+    let prompts = model.prompts.lock().unwrap().clone();
+    assert_eq!(prompts.len(), 20);
+    assert!(prompts.iter().all(|&t| t <= 500), "{prompts:?}");
+    // The history outgrew the window long before the end: the cut was needed.
+    assert!(prompts.iter().rev().take(5).all(|&t| t > 300), "{prompts:?}");
+}
