@@ -287,7 +287,7 @@ impl GgufGenerator {
         max_tokens: usize,
         deadline: Option<std::time::Duration>,
     ) -> Result<(Vec<u32>, Timing), GenerateError> {
-        self.decode_greedy(prompt, max_tokens, deadline, true)
+        self.decode_greedy(prompt, max_tokens, deadline, true, &mut |_| {})
     }
 
     /// The logits for the token after `prompt`, for comparing implementations.
@@ -314,7 +314,7 @@ impl GgufGenerator {
 
     /// Exactly `n` tokens after the prompt, end-of-turn tokens or not: what benchmarks time.
     pub fn time_generation(&self, prompt: &[u32], n: usize) -> Result<(Vec<u32>, Timing), GenerateError> {
-        self.decode_greedy(prompt, n, None, false)
+        self.decode_greedy(prompt, n, None, false, &mut |_| {})
     }
 
     fn decode_greedy(
@@ -323,6 +323,7 @@ impl GgufGenerator {
         max_tokens: usize,
         deadline: Option<std::time::Duration>,
         stop: bool,
+        on_token: &mut dyn FnMut(&[u32]),
     ) -> Result<(Vec<u32>, Timing), GenerateError> {
         let start = Instant::now();
         if prompt.is_empty() {
@@ -362,6 +363,7 @@ impl GgufGenerator {
                 return Err(timeout());
             }
             out.push(next);
+            on_token(&out);
             next = run(&mut model, &[next], prompt.len() + out.len() - 1)?;
         }
         let timing = Timing {
@@ -431,5 +433,37 @@ impl Generator for GgufGenerator {
         let prompt = self.encode(&GgufGenerator::render(&request.messages))?;
         let (ids, _) = self.generate_ids(&prompt, request.max_tokens, request.deadline)?;
         Ok(Generation { text: self.decode(&ids)?, prompt_tokens: prompt.len(), generated_tokens: ids.len() })
+    }
+
+    fn generate_streaming(
+        &self,
+        request: &GenerateRequest,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Generation, GenerateError> {
+        let prompt = self.encode(&GgufGenerator::render(&request.messages))?;
+        let mut sent = String::new();
+        // The tokens so far decoded at each step: a piece goes out once it is whole (not half
+        // of a character split over two tokens) and extends what was sent.
+        let mut on_token = |ids: &[u32]| {
+            if let Ok(now) = self.decode(ids) {
+                if now.len() > sent.len() && now.starts_with(sent.as_str()) && !now.ends_with('\u{FFFD}') {
+                    on_text(&now[sent.len()..]);
+                    sent = now;
+                }
+            }
+        };
+        let (ids, _) = self.decode_greedy(&prompt, request.max_tokens, request.deadline, true, &mut on_token)?;
+        let whole = self.decode(&ids)?;
+        // What was sent is the reply: the rest of the final decoding when it extends it.
+        let text = match whole.strip_prefix(sent.as_str()) {
+            Some(rest) => {
+                if !rest.is_empty() {
+                    on_text(rest);
+                }
+                whole
+            }
+            None => sent,
+        };
+        Ok(Generation { text, prompt_tokens: prompt.len(), generated_tokens: ids.len() })
     }
 }

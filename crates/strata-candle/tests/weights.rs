@@ -304,3 +304,16 @@ fn a_chatml_counter_counts_the_prompt_the_model_is_given() {
         assert_eq!(counted, prompt.len(), "{}", spec.folder);
     }
 }
+
+#[test]
+#[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
+fn a_streamed_generation_is_the_plain_one_in_pieces() {
+    let smol = generator(&strata_candle::SMOLLM2_135M);
+    let request = ask("Name three fruits and say one thing about each, with an accent: café.", 48);
+    let plain = smol.generate(&request).unwrap();
+    let mut pieces = Vec::new();
+    let streamed = smol.generate_streaming(&request, &mut |p| pieces.push(p.to_string())).unwrap();
+    assert_eq!(streamed, plain);
+    assert!(pieces.len() > 10, "{pieces:?}");
+    assert_eq!(pieces.concat(), plain.text);
+}

@@ -128,6 +128,19 @@ pub struct Generation {
 pub trait Generator: Send + Sync {
     fn model_id(&self) -> &str;
     fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError>;
+
+    /// As [`Generator::generate`], handing each piece of the reply to `on_text` as soon as it
+    /// is decided (a chat user feels the first token's wait, not the last's); the pieces
+    /// joined are the reply's text. By default the whole reply is one piece, at the end.
+    fn generate_streaming(
+        &self,
+        request: &GenerateRequest,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<Generation, GenerateError> {
+        let g = self.generate(request)?;
+        on_text(&g.text);
+        Ok(g)
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -515,6 +515,10 @@ async fn local(
             .collect(),
     };
     let model = generator.model_id().to_string();
+    if request.stream {
+        let request = GenerateRequest { messages, max_tokens, deadline: Some(Duration::from_secs(600)) };
+        return Ok(local_streamed(state, id, prepared.reply_at, request, generator, model, started, overhead));
+    }
     let generation = {
         let _turn = state.local.acquire().await.map_err(|e| internal(e.to_string()))?;
         let g = generator.clone();
@@ -545,6 +549,70 @@ async fn local(
         "total_tokens": generation.prompt_tokens + generation.generated_tokens});
     let reply = Turn::new(String::new(), Role::Assistant, generation.text);
     Ok(completion(&format!("chatcmpl-{id}-{at}"), &model, &reply, finish, Some(usage), request.stream))
+}
+
+/// A local model's reply streamed as it is generated: each piece is a chunk as soon as the
+/// model decides it; the reply is stored when it completes, as a streamed upstream reply is.
+#[allow(clippy::too_many_arguments)]
+fn local_streamed(
+    state: Arc<AppState>,
+    id: String,
+    at: usize,
+    request: GenerateRequest,
+    generator: Arc<dyn strata_core::Generator>,
+    model: String,
+    started: Instant,
+    overhead: Duration,
+) -> Response {
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
+    let frame = {
+        let (stream_id, created, model) = (format!("chatcmpl-{id}-{at}"), unix_now(), model);
+        move |delta: Value, finish: Option<&str>| {
+            let v = json!({"id": stream_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+            Bytes::from(format!("data: {v}\n\n"))
+        }
+    };
+    let _ = tx.send(frame(json!({"role": "assistant", "content": ""}), None));
+    tokio::spawn(async move {
+        let Ok(_turn) = state.local.acquire().await else { return };
+        let (pieces, frame_piece) = (tx.clone(), frame.clone());
+        let max_tokens = request.max_tokens;
+        let generated = tokio::task::spawn_blocking(move || {
+            generator.generate_streaming(&request, &mut |piece| {
+                // A client that left stops receiving; the reply is still generated and stored.
+                let _ = pieces.send(frame_piece(json!({"content": piece}), None));
+            })
+        })
+        .await;
+        match generated {
+            Ok(Ok(generation)) => {
+                let stored_at = Instant::now();
+                let reply = Turn::new(String::new(), Role::Assistant, generation.text);
+                let s = state.clone();
+                let _ = tokio::task::spawn_blocking(move || store_reply(&s, &id, reply, at)).await;
+                state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
+                let finish = if generation.generated_tokens >= max_tokens { "length" } else { "stop" };
+                let _ = tx.send(frame(json!({}), Some(finish)));
+            }
+            failed => {
+                let message = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    Err(e) => format!("generation task failed: {e}"),
+                    Ok(Ok(_)) => unreachable!("matched above"),
+                };
+                log(&format!("conversation {id}: {message}"));
+                state.metrics.failed();
+                let error = json!({"error": {"message": message, "type": "server_error"}});
+                let _ = tx.send(Bytes::from(format!("data: {error}\n\n")));
+            }
+        }
+        let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n"));
+    });
+    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
+    });
+    pass(StatusCode::OK, Some(HeaderValue::from_static("text/event-stream")), Body::from_stream(chunks))
 }
 
 /// A reply Strata has in hand (from the local model, or stored) as a chat completion: one

@@ -697,3 +697,71 @@ async fn a_local_model_is_never_sent_more_than_its_window_less_the_reply() {
     // The history outgrew the window long before the end: the cut was needed.
     assert!(prompts.iter().rev().take(5).all(|&t| t > 300), "{prompts:?}");
 }
+
+/// A local model that decides its reply in three pieces.
+struct Pieces;
+
+impl strata_core::Generator for Pieces {
+    fn model_id(&self) -> &str {
+        "pieces"
+    }
+    fn generate(
+        &self,
+        request: &strata_core::GenerateRequest,
+    ) -> Result<strata_core::Generation, strata_core::GenerateError> {
+        self.generate_streaming(request, &mut |_| {})
+    }
+    fn generate_streaming(
+        &self,
+        _request: &strata_core::GenerateRequest,
+        on_text: &mut dyn FnMut(&str),
+    ) -> Result<strata_core::Generation, strata_core::GenerateError> {
+        for piece in ["Hel", "lo, ", "there."] {
+            on_text(piece);
+        }
+        Ok(strata_core::Generation { text: "Hello, there.".into(), prompt_tokens: 5, generated_tokens: 3 })
+    }
+}
+
+/// A streamed request to a local model gets each piece as its own chunk, as the model
+/// decides it, and the reply they make is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_model_streams_its_reply_piece_by_piece() {
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let s = start(unused, |c| c.backend = Backend::Local { generator: Arc::new(Pieces), window: 2048 }).await;
+    let body = json!({"model": "x", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
+    let r = s
+        .client
+        .post(format!("{}/v1/chat/completions", s.base))
+        .header("X-Strata-Conversation", "pieces")
+        .body(serde_json::to_vec(&body).unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let text = r.text().await.unwrap();
+    let contents: Vec<String> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter(|l| *l != "[DONE]")
+        .filter_map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["choices"][0]["delta"]["content"].as_str().map(String::from)
+        })
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(contents, ["Hel", "lo, ", "there."], "{text}");
+    assert!(text.ends_with("data: [DONE]\n\n"), "{text}");
+    let mut sse = SseReply::default();
+    sse.feed(text.as_bytes());
+    assert_eq!(sse.finish().map(|t| t.content), Some("Hello, there.".to_string()));
+    // Stored once the stream completes.
+    let mut stored = s.stored("pieces").await;
+    for _ in 0..50 {
+        if stored.len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        stored = s.stored("pieces").await;
+    }
+    assert_eq!(stored.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>(), ["hi", "Hello, there."]);
+}
