@@ -35,17 +35,20 @@ struct Gate {
     /// Fail (exit 1) when a metric falls below this results.json's by more than --tolerance.
     #[arg(long, value_name = "FILE")]
     baseline: Option<PathBuf>,
+    /// How far below the baseline a metric may fall before the gate fails.
     #[arg(long, default_value_t = 0.0)]
     tolerance: f64,
 }
 
 #[derive(clap::Args, Debug)]
 struct RunArgs {
-    /// Suites (locomo, locomo-sentences, qmsum, tiage, dialseg711, dialogsum, probes) or
-    /// transcript paths, comma-separated [default: locomo,probes]
+    /// Suites or transcript paths, comma-separated [default: locomo,probes]. Suites: locomo,
+    /// locomo-sentences, qmsum, tiage, dialseg711, dialogsum, probes, probes-dev,
+    /// probes-heldout, probes-paraphrased, probes-heldout-paraphrased, tiage-dev, qmsum-dev
     #[arg(long, value_delimiter = ',')]
     dataset: Vec<String>,
-    /// Strategies, comma-separated [default: all]
+    /// Strategies, comma-separated [default: all of full, window, recent-8-summary-12,
+    /// summary-buffer, segments, specific, tiered; segments-abstractive needs --model]
     #[arg(long, value_delimiter = ',')]
     strategy: Vec<String>,
     /// Token budgets, comma-separated.
@@ -54,6 +57,7 @@ struct RunArgs {
     /// Question-agnostic, question-aware, or both.
     #[arg(long, default_value = "both", value_parser = ["agnostic", "aware", "both"])]
     mode: String,
+    /// Counts every budget and context: o200k, cl100k, or a tokenizer.json.
     #[arg(long, default_value = "o200k")]
     tokenizer: String,
     /// Where results.json, results.csv, the records and the charts go.

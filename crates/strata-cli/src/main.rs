@@ -107,3 +107,50 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Every flag of every command says what it does in `--help`, and the guide names it:
+    /// the two cannot drift apart silently.
+    #[test]
+    fn every_flag_has_help_and_is_in_the_guide() {
+        let guide = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/guide.md")).unwrap();
+        let mut problems = Vec::new();
+        for command in super::Cli::command().get_subcommands() {
+            let name = command.get_name();
+            for arg in command.get_arguments() {
+                let Some(long) = arg.get_long() else { continue };
+                if ["help", "version"].contains(&long) {
+                    continue;
+                }
+                if arg.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                    problems.push(format!("strata {name} --{long}: no description in --help"));
+                }
+                if !guide.contains(&format!("--{long}")) {
+                    problems.push(format!("strata {name} --{long}: not in docs/guide.md"));
+                }
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    /// `strata eval --help` names every suite and every strategy it can run.
+    #[test]
+    fn eval_help_names_every_suite_and_strategy() {
+        let cli = super::Cli::command();
+        let eval = cli.find_subcommand("eval").unwrap();
+        let help = |long: &str| {
+            let arg = eval.get_arguments().find(|a| a.get_long() == Some(long)).unwrap();
+            arg.get_help().map(ToString::to_string).unwrap_or_default()
+        };
+        let (datasets, strategies) = (help("dataset"), help("strategy"));
+        for suite in strata_eval::suite::SUITES {
+            assert!(datasets.split([' ', ',', '.']).any(|w| w == *suite), "--dataset help lacks {suite}: {datasets}");
+        }
+        for name in strata::registry::NAMES {
+            assert!(strategies.split([' ', ',', ';']).any(|w| w == *name), "--strategy help lacks {name}");
+        }
+    }
+}

@@ -59,8 +59,10 @@ pub(crate) struct RecallArgs {
     /// The conversation to search; needed when the store holds several.
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
+    /// How many turns to return, best first.
     #[arg(short, long, default_value_t = 5)]
     k: usize,
+    /// Counts tokens: o200k, cl100k, or a tokenizer.json.
     #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
     tokenizer: String,
 }
@@ -76,18 +78,22 @@ pub(crate) struct CompactArgs {
 pub(crate) struct ContextArgs {
     #[command(flatten)]
     store: StoreArgs,
+    /// The conversation to read; needed when the store holds several.
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
+    /// The context's size in tokens.
     #[arg(long)]
     budget: usize,
     /// Recall turns for this question (question-aware context).
     #[arg(long)]
     question: Option<String>,
+    /// OpenAI-style messages, readable text, or the context's blocks as JSON.
     #[arg(long, default_value = "messages", value_parser = ["messages", "text", "json"])]
     format: String,
     /// List every block on stderr.
     #[arg(long)]
     explain: bool,
+    /// Counts the budget: o200k, cl100k, or a tokenizer.json.
     #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
     tokenizer: String,
 }
