@@ -30,7 +30,7 @@ impl ApiError {
 
     pub fn body(&self) -> Value {
         let kind = match self.status.as_u16() {
-            400 | 404 | 409 | 413 | 415 | 422 => "invalid_request_error",
+            400 | 404 | 405 | 409 | 413 | 415 | 422 => "invalid_request_error",
             401 | 403 => "authentication_error",
             _ => "server_error",
         };

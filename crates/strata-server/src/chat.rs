@@ -25,6 +25,8 @@ struct Prepared {
     /// The reply is stored only while the conversation still ends where the client's list
     /// does.
     reply_at: usize,
+    /// Tokens of the client's list, and of what the model is sent.
+    tokens: (usize, usize),
 }
 
 /// What a request comes to once its new messages are stored.
@@ -43,7 +45,8 @@ pub(crate) async fn completions(
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     let started = Instant::now();
-    match answer(state.clone(), headers, body, started).await {
+    let mut trace = Trace::default();
+    let response = match answer(state.clone(), headers, body, started, &mut trace).await {
         Ok(r) => r,
         Err(e) => {
             if e.status.is_client_error() {
@@ -53,7 +56,36 @@ pub(crate) async fn completions(
             }
             e.into_response()
         }
+    };
+    if requests_logged() {
+        let tokens =
+            trace.tokens.map_or(String::new(), |(sent, forwarded)| format!(" {sent} tokens in, {forwarded} sent;"));
+        log(&format!(
+            "conversation {}: {}{tokens} {:.1} ms{}",
+            trace.conversation.as_deref().unwrap_or("-"),
+            response.status().as_u16(),
+            started.elapsed().as_secs_f64() * 1000.0,
+            if trace.streamed { " to the stream's start" } else { "" }
+        ));
     }
+    response
+}
+
+/// What one request's log line says, filled in as the request goes.
+#[derive(Default)]
+struct Trace {
+    conversation: Option<String>,
+    tokens: Option<(usize, usize)>,
+    streamed: bool,
+}
+
+/// One line per request unless `STRATA_LOG` is `warn` (or `error`, `off`): then only problems.
+fn requests_logged() -> bool {
+    static LOGGED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LOGGED.get_or_init(|| {
+        let level = std::env::var("STRATA_LOG").unwrap_or_default().to_ascii_lowercase();
+        !matches!(level.as_str(), "warn" | "error" | "off")
+    })
 }
 
 async fn answer(
@@ -61,6 +93,7 @@ async fn answer(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
     started: Instant,
+    trace: &mut Trace,
 ) -> Result<Response, ApiError> {
     let bytes = body.map_err(|r| match r.status() {
         StatusCode::PAYLOAD_TOO_LARGE => ApiError::new(
@@ -75,6 +108,8 @@ async fn answer(
         None => None,
     };
     let id = api::conversation_id(header, &request)?;
+    trace.conversation = Some(id.clone());
+    trace.streamed = request.stream;
     let budget = state.config.budget_for(request.max_tokens);
     let step = blocking({
         let (state, id, turns) = (state.clone(), id.clone(), request.turns.clone());
@@ -83,7 +118,10 @@ async fn answer(
     .await?;
     let overhead = started.elapsed();
     let prepared = match step {
-        Step::Ask(p) => p,
+        Step::Ask(p) => {
+            trace.tokens = Some(p.tokens);
+            p
+        }
         Step::Replay(reply) => {
             state.metrics.answered(started.elapsed(), overhead);
             let model = request.body.get("model").and_then(Value::as_str).unwrap_or("strata").to_string();
@@ -176,7 +214,8 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
             + history.counter().chat_format().reply_priming as usize;
         if sent_by_client <= budget {
             state.metrics.tokens(sent_by_client, sent_by_client);
-            return Ok(Stored::Done(Step::Ask(Prepared { messages: None, reply_at })));
+            let tokens = (sent_by_client, sent_by_client);
+            return Ok(Stored::Done(Step::Ask(Prepared { messages: None, reply_at, tokens })));
         }
         let question = turns.iter().rev().find(|t| t.role == Role::User).map(|t| t.content.clone());
         Ok(Stored::Build { snapshot: memory.snapshot(), question, sent_by_client })
@@ -188,7 +227,8 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
                 .context(budget, question.as_deref())
                 .map_err(|e| internal(format!("conversation {id}: {e}")))?;
             state.metrics.tokens(sent_by_client, context.total_tokens());
-            Ok(Step::Ask(Prepared { messages: Some(context.messages()), reply_at }))
+            let tokens = (sent_by_client, context.total_tokens());
+            Ok(Step::Ask(Prepared { messages: Some(context.messages()), reply_at, tokens }))
         }
     }
 }
