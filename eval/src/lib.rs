@@ -536,6 +536,7 @@ fn write_outputs(out: &Path, results: &Results, records: &Records) -> Result<()>
         )?;
     }
     write_atomic(&out.join("results.csv"), report::csv(&results.runs).as_bytes())?;
+    write_atomic(&out.join("results.md"), report::markdown(results).as_bytes())?;
     for dataset in &results.config.datasets {
         for mode in &results.config.modes {
             let runs: Vec<&Run> = results.runs.iter().filter(|r| &r.dataset == dataset && r.mode == *mode).collect();

@@ -244,6 +244,58 @@ pub fn markdown(results: &crate::Results) -> String {
     out
 }
 
+/// What the summary's columns mean, in one line each.
+pub const LEGEND: &str = "evidence: share of questions whose every evidence turn is in the context (0 for \
+strategies that keep\nsentences, not turns); answer tokens: share of the gold answer's words in the context; \
+reduction: 1 - context\ntokens / history tokens; \"with the question\": the strategy was given the question \
+(\"-\": it does not read it).";
+
+/// The retention runs on one screen: per dataset, strategy and budget, the three headline
+/// metrics without the question, and with it where a strategy reads it (its question-aware
+/// runs differ from its agnostic ones). The full table is `results.md` in the output folder.
+pub fn summary(runs: &[Run]) -> String {
+    let mut out = String::new();
+    let agnostic: Vec<&Run> = runs.iter().filter(|r| r.mode == Mode::Agnostic).collect();
+    let aware = |a: &Run| {
+        runs.iter().find(|r| {
+            r.mode == Mode::Aware && (&r.dataset, &r.strategy, r.budget) == (&a.dataset, &a.strategy, a.budget)
+        })
+    };
+    let rows: Vec<&Run> = if agnostic.is_empty() { runs.iter().collect() } else { agnostic };
+    let width = rows.iter().map(|r| r.dataset.len() + r.strategy.len() + 1).max().unwrap_or(0).max(17);
+    let _ = writeln!(
+        out,
+        "{:<width$} {:>6}  {:>8} {:>8} {:>9}  | with the question: {:>8} {:>8}",
+        "dataset/strategy", "budget", "evidence", "answer", "reduction", "evidence", "answer"
+    );
+    let _ =
+        writeln!(out, "{:<width$} {:>6}  {:>8} {:>8} {:>9}  | {:>27} {:>8}", "", "", "", "tokens", "", "", "tokens");
+    for r in rows {
+        let name = format!("{}/{}", r.dataset, r.strategy);
+        let with_question = match aware(r) {
+            Some(q) if r.mode == Mode::Agnostic && !same_scores(r, q) => {
+                format!("{:>27.3} {:>8.3}", q.evidence_recall, q.answer_token_recall)
+            }
+            Some(_) if r.mode == Mode::Agnostic => format!("{:>27} {:>8}", "-", "-"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "{name:<width$} {:>6}  {:>8.3} {:>8.3} {:>9.3}  | {with_question}",
+            r.budget, r.evidence_recall, r.answer_token_recall, r.token_reduction
+        );
+    }
+    out
+}
+
+/// Whether two runs scored alike (a strategy that does not read the question).
+fn same_scores(a: &Run, b: &Run) -> bool {
+    a.evidence_recall == b.evidence_recall
+        && a.answer_recall == b.answer_recall
+        && a.answer_token_recall == b.answer_token_recall
+        && a.token_reduction == b.token_reduction
+}
+
 fn retention_table(runs: &[Run]) -> String {
     let mut out = String::new();
     let _ = writeln!(

@@ -129,8 +129,8 @@ fn data_dir(arg: Option<PathBuf>, root: &Path) -> PathBuf {
 }
 
 pub(crate) fn run(args: Args) -> Result<String> {
-    let (outcome, gate) = match args.merge {
-        Some(MergeCommand::Merge { dirs, gate, out }) => (strata_eval::merge(&dirs, &out)?, gate),
+    let (outcome, gate, folder) = match args.merge {
+        Some(MergeCommand::Merge { dirs, gate, out }) => (strata_eval::merge(&dirs, &out)?, gate, out),
         None => {
             let a = args.run;
             let root = repo_root();
@@ -168,14 +168,48 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 save_contexts: a.save_contexts,
                 custom: Default::default(),
             };
-            (strata_eval::run(&config)?, a.gate)
+            let folder = config.out.clone();
+            let embeds = config.embedder != "none" && config.strategies.iter().any(|s| strata::registry::embeds(s));
+            if embeds && !config.models_dir.join(".cache").is_dir() {
+                #[allow(clippy::print_stderr)]
+                {
+                    eprintln!(
+                        "strata eval: the first run embeds every turn and question ({}; about 5 minutes for the \
+                         default suite on 2 cores); later runs read the vectors from {}",
+                        config.embedder,
+                        config.models_dir.join(".cache").display()
+                    );
+                }
+            }
+            (strata_eval::run(&config)?, a.gate, folder)
         }
     };
-    report(outcome, &gate)
+    report(outcome, &gate, &folder)
 }
 
-fn report(outcome: Outcome, gate: &Gate) -> Result<String> {
-    let mut out = outcome.markdown;
+fn report(outcome: Outcome, gate: &Gate, folder: &Path) -> Result<String> {
+    // On one screen: the headline metrics, with where everything else went. The other
+    // tables (segmentation, summaries) are short and printed whole.
+    let results = &outcome.results;
+    let folder = folder.display();
+    let mut out = if results.runs.is_empty() {
+        outcome.markdown.clone()
+    } else {
+        let mut s = strata_eval::report::summary(&results.runs);
+        s.push_str(&format!("\n{}\n", strata_eval::report::LEGEND));
+        let mut rest = results.clone();
+        rest.runs.clear();
+        let others = strata_eval::report::markdown(&rest);
+        if !others.is_empty() {
+            s.push('\n');
+            s.push_str(&others);
+        }
+        s
+    };
+    out.push_str(&format!(
+        "\nfull table (build times, answer recall, every mode): {folder}/results.md; scores {folder}/results.json, \
+         per question {folder}/records.jsonl, plots {folder}/*.svg\n"
+    ));
     let warnings = &outcome.results.warnings;
     if !warnings.is_empty() {
         out.push_str(&format!("\n{} dataset warnings (skipped and counted; listed in results.json)\n", warnings.len()));

@@ -236,7 +236,11 @@ fn eval_gate_fails_on_a_doctored_baseline_and_names_the_metric() {
     ];
     let first = eval(&args);
     assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
-    let table = String::from_utf8_lossy(&first.stdout);
+    // One screen on stdout, the full table in the output folder.
+    let summary = String::from_utf8_lossy(&first.stdout);
+    assert!(summary.contains("probes/full         2000     1.000    1.000     0.000  |"), "{summary}");
+    assert!(summary.contains(&format!("{}/results.md", out.display())), "{summary}");
+    let table = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(table.contains("| probes | full | 2000 | agnostic | 206 | 1.000 | 1.000 |"), "{table}");
     // The same run against its own results passes the gate.
     let baseline = out.join("results.json");
