@@ -226,6 +226,11 @@ def test_eval_equals_the_cli_results(tmp_path):
     frame = result.to_pandas()
     assert len(frame) == len(result.runs) == 2 * 2 * 2
     assert f"by_category.{records[0]['category']}.answer_recall" in frame.columns
+    # The key and the headline metrics come first.
+    assert list(frame.columns[:9]) == [
+        "dataset", "strategy", "budget", "mode", "probes", "evidence_recall", "answer_recall",
+        "answer_token_recall", "token_reduction",
+    ]
     assert len(result.records_to_pandas()) == len(records)
 
 

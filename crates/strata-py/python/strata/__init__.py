@@ -111,9 +111,12 @@ class EvalResult:
         self.out: Optional[str] = None if raw["out"] is None else os.fspath(raw["out"])
 
     def to_pandas(self):
-        """The runs as a pandas ``DataFrame``, one row per run, categories flattened into
-        ``by_category.<category>.<metric>`` columns."""
-        return _frame(self.runs, flatten=True)
+        """The runs as a pandas ``DataFrame``, one row per run: the run's key and headline
+        metrics first, then the rest, categories flattened into
+        ``by_category.<category>.<metric>`` columns. Needs pandas (``pip install pandas``)."""
+        frame = _frame(self.runs, flatten=True)
+        first = [c for c in _HEADLINE if c in frame.columns]
+        return frame[first + [c for c in frame.columns if c not in first]]
 
     def records_to_pandas(self):
         """The per-probe records as a pandas ``DataFrame``."""
@@ -135,6 +138,13 @@ class EvalResult:
 
     def __str__(self) -> str:
         return self.markdown
+
+
+# The columns a reader looks for first: which run, and what it kept at what cost.
+_HEADLINE = [
+    "dataset", "strategy", "budget", "mode", "probes", "evidence_recall", "answer_recall",
+    "answer_token_recall", "token_reduction", "build_ms_p50",
+]
 
 
 def _frame(rows: Sequence[dict], flatten: bool = False):
