@@ -4,6 +4,8 @@
 //! Run it with `cargo run --release -p strata --example memory` (after `cargo xtask
 //! fetch-models`, for MiniLM).
 
+#![allow(clippy::print_stdout)]
+
 use std::sync::Arc;
 
 use strata::{Memory, MemoryConfig, Parts};

@@ -111,7 +111,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
 /// turns cost together.
 fn newest_left_out(id: &str, history: &History, ctx: &Context) -> Option<String> {
     let last = history.turns().last()?;
-    if ctx.blocks.iter().any(|b| b.source_ids.iter().any(|s| *s == last.id)) {
+    if ctx.blocks.iter().any(|b| b.source_ids.contains(&last.id)) {
         return None;
     }
     let unit = history.unit_of(history.len() - 1).tokens;
