@@ -610,7 +610,7 @@ impl Embedder for Letters {
         Ok(texts
             .iter()
             .map(|t| {
-                let mut v = vec![0.0f32; 26];
+                let mut v = [0.0f32; 26];
                 for b in t.bytes().filter(u8::is_ascii_alphabetic) {
                     v[usize::from(b.to_ascii_lowercase() - b'a')] += 1.0;
                 }
