@@ -428,10 +428,34 @@ async fn forward(
         }
         state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
     });
-    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
+    Ok(pass(status, content_type, stream_body(rx)))
+}
+
+/// A response body that sends what arrives on `rx`, as it arrives, until every sender is gone.
+fn stream_body(rx: tokio::sync::mpsc::Receiver<Bytes>) -> Body {
+    Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
-    });
-    Ok(pass(status, content_type, Body::from_stream(chunks)))
+    }))
+}
+
+/// The events of one streamed completion, as OpenAI's API frames them.
+struct Chunks {
+    id: String,
+    created: i64,
+    model: String,
+}
+
+impl Chunks {
+    fn new(id: String, model: String) -> Chunks {
+        Chunks { id, created: unix_now(), model }
+    }
+
+    /// One `data:` event carrying `delta`, and the finish reason on the last.
+    fn frame(&self, delta: Value, finish: Option<&str>) -> String {
+        let v = json!({"id": self.id, "object": "chat.completion.chunk", "created": self.created,
+            "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
+        format!("data: {v}\n\n")
+    }
 }
 
 /// The assistant turn of a non-streamed completion: `choices[0].message`.
@@ -604,55 +628,42 @@ fn local_streamed(
     started: Instant,
     overhead: Duration,
 ) -> Response {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<Bytes>();
-    let frame = {
-        let (stream_id, created, model) = (format!("chatcmpl-{id}-{at}"), unix_now(), model);
-        move |delta: Value, finish: Option<&str>| {
-            let v = json!({"id": stream_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-            Bytes::from(format!("data: {v}\n\n"))
-        }
-    };
-    let _ = tx.send(frame(json!({"role": "assistant", "content": ""}), None));
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let chunks = Arc::new(Chunks::new(format!("chatcmpl-{id}-{at}"), model));
+    let _ = tx.try_send(Bytes::from(chunks.frame(json!({"role": "assistant", "content": ""}), None)));
     tokio::spawn(async move {
         let Ok(_turn) = state.local.acquire().await else { return };
-        let (pieces, frame_piece) = (tx.clone(), frame.clone());
+        let (pieces, framing) = (tx.clone(), chunks.clone());
         let max_tokens = request.max_tokens;
         let generated = tokio::task::spawn_blocking(move || {
             generator.generate_streaming(&request, &mut |piece| {
                 // A client that left stops receiving; the reply is still generated and stored.
-                let _ = pieces.send(frame_piece(json!({"content": piece}), None));
+                let _ = pieces.blocking_send(Bytes::from(framing.frame(json!({"content": piece}), None)));
             })
         })
-        .await;
+        .await
+        .map_err(|e| format!("generation task failed: {e}"))
+        .and_then(|g| g.map_err(|e| e.to_string()));
         match generated {
-            Ok(Ok(generation)) => {
+            Ok(generation) => {
                 let stored_at = Instant::now();
                 let reply = Turn::new(String::new(), Role::Assistant, generation.text);
                 let s = state.clone();
                 let _ = tokio::task::spawn_blocking(move || store_reply(&s, &id, reply, at)).await;
                 state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
                 let finish = if generation.generated_tokens >= max_tokens { "length" } else { "stop" };
-                let _ = tx.send(frame(json!({}), Some(finish)));
+                let _ = tx.send(Bytes::from(chunks.frame(json!({}), Some(finish)))).await;
             }
-            failed => {
-                let message = match failed {
-                    Ok(Err(e)) => e.to_string(),
-                    Err(e) => format!("generation task failed: {e}"),
-                    Ok(Ok(_)) => unreachable!("matched above"),
-                };
+            Err(message) => {
                 log(&format!("conversation {id}: {message}"));
                 state.metrics.failed();
                 let error = json!({"error": {"message": message, "type": "server_error"}});
-                let _ = tx.send(Bytes::from(format!("data: {error}\n\n")));
+                let _ = tx.send(Bytes::from(format!("data: {error}\n\n"))).await;
             }
         }
-        let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n"));
+        let _ = tx.send(Bytes::from_static(b"data: [DONE]\n\n")).await;
     });
-    let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, std::convert::Infallible>(b), rx))
-    });
-    pass(StatusCode::OK, Some(HeaderValue::from_static("text/event-stream")), Body::from_stream(chunks))
+    pass(StatusCode::OK, Some(HeaderValue::from_static("text/event-stream")), stream_body(rx))
 }
 
 /// A reply Strata has in hand (from the local model, or stored) as a chat completion: one
@@ -671,11 +682,7 @@ fn completion(id: &str, model: &str, reply: &Turn, finish: &str, usage: Option<V
         .cloned();
     let finish = if calls.is_some() { "tool_calls" } else { finish };
     if stream {
-        let chunk = |delta: Value, finish: Option<&str>| {
-            let v = json!({"id": id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]});
-            format!("data: {v}\n\n")
-        };
+        let chunks = Chunks { id: id.to_string(), created, model: model.to_string() };
         let mut delta = json!({"content": reply.content});
         if let Some(calls) = &calls {
             let indexed: Vec<Value> = calls
@@ -692,9 +699,9 @@ fn completion(id: &str, model: &str, reply: &Turn, finish: &str, usage: Option<V
             delta["tool_calls"] = Value::Array(indexed);
         }
         let body = [
-            chunk(json!({"role": "assistant", "content": ""}), None),
-            chunk(delta, None),
-            chunk(json!({}), Some(finish)),
+            chunks.frame(json!({"role": "assistant", "content": ""}), None),
+            chunks.frame(delta, None),
+            chunks.frame(json!({}), Some(finish)),
             "data: [DONE]\n\n".to_string(),
         ]
         .concat();

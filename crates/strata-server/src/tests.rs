@@ -121,6 +121,17 @@ impl Running {
         self.post_json(conversation, &json!({"model": "fake", "messages": msgs})).await
     }
 
+    /// The response itself, for reading a stream.
+    async fn send(&self, conversation: &str, body: &Value) -> reqwest::Response {
+        self.client
+            .post(format!("{}/v1/chat/completions", self.base))
+            .header("X-Strata-Conversation", conversation)
+            .body(serde_json::to_vec(body).unwrap())
+            .send()
+            .await
+            .unwrap()
+    }
+
     async fn post_json(&self, conversation: &str, body: &Value) -> (u16, Value) {
         self.post_raw(conversation, serde_json::to_vec(body).unwrap(), None).await
     }
@@ -243,14 +254,7 @@ async fn a_streamed_reply_passes_unchanged_and_is_stored_when_it_completes() {
     let (up, _) = start_upstream().await;
     let s = start(up, |_| {}).await;
     let body = json!({"model": "fake", "stream": true, "messages": [{"role": "user", "content": "stream please"}]});
-    let r = s
-        .client
-        .post(format!("{}/v1/chat/completions", s.base))
-        .header("X-Strata-Conversation", "st")
-        .body(serde_json::to_vec(&body).unwrap())
-        .send()
-        .await
-        .unwrap();
+    let r = s.send("st", &body).await;
     assert_eq!(r.status().as_u16(), 200);
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     assert_eq!(r.text().await.unwrap(), STREAM);
@@ -513,14 +517,7 @@ async fn a_local_model_answers_plain_and_streamed_and_its_replies_are_stored() {
     assert_eq!(v["model"], "mirror");
     let body = json!({"model": "x", "stream": true, "messages": [
         {"role": "user", "content": "abc"}, {"role": "assistant", "content": "cba"}, {"role": "user", "content": "xyz"}]});
-    let r = s
-        .client
-        .post(format!("{}/v1/chat/completions", s.base))
-        .header("X-Strata-Conversation", "loc")
-        .body(serde_json::to_vec(&body).unwrap())
-        .send()
-        .await
-        .unwrap();
+    let r = s.send("loc", &body).await;
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     let mut sse = SseReply::default();
     sse.feed(r.text().await.unwrap().as_bytes());
@@ -730,14 +727,7 @@ async fn a_local_model_streams_its_reply_piece_by_piece() {
     let unused = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let s = start(unused, |c| c.backend = Backend::Local { generator: Arc::new(Pieces), window: 2048 }).await;
     let body = json!({"model": "x", "stream": true, "messages": [{"role": "user", "content": "hi"}]});
-    let r = s
-        .client
-        .post(format!("{}/v1/chat/completions", s.base))
-        .header("X-Strata-Conversation", "pieces")
-        .body(serde_json::to_vec(&body).unwrap())
-        .send()
-        .await
-        .unwrap();
+    let r = s.send("pieces", &body).await;
     assert_eq!(r.headers()["content-type"], "text/event-stream");
     let text = r.text().await.unwrap();
     let contents: Vec<String> = text

@@ -13,6 +13,29 @@ use strata_store::{Store, TurnVectors};
 
 use crate::background::{Background, Outbox, Work};
 
+/// Each turn's vectors from one model call (`embed`), in [`TurnVectors`]' order: the whole
+/// text's ([`strata_store::embedded_texts`]), then each sentence's. A call that gives fewer
+/// usable vectors than texts is an error naming both counts. Shared by the push path, the
+/// queue and `reembed`.
+pub(crate) fn embed_turns<'t>(
+    model: &str,
+    turns: impl IntoIterator<Item = &'t Turn>,
+    embed: impl FnOnce(&[&str]) -> Result<Vec<Vec<f32>>, EmbedError>,
+) -> Result<Vec<Vec<Vec<f32>>>, EmbedError> {
+    let texts: Vec<Vec<String>> = turns.into_iter().map(strata_store::embedded_texts).collect();
+    let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
+    let vectors = embed(&flat)?;
+    let usable = vectors.iter().filter(|v| !v.is_empty()).count();
+    if vectors.len() != flat.len() || usable != flat.len() {
+        return Err(EmbedError::Backend {
+            model: model.to_string(),
+            message: format!("{usable} usable vectors for {} texts", flat.len()),
+        });
+    }
+    let mut vectors = vectors.into_iter();
+    Ok(texts.iter().map(|t| vectors.by_ref().take(t.len()).collect()).collect())
+}
+
 /// Turns per model call: a question waits at most for one such call (a turn and its
 /// sentences are about 20 ms of MiniLM on two cores), and a queue being closed stops soon.
 const BATCH: usize = 4;
@@ -150,23 +173,10 @@ impl Deferred {
     /// One model call for `jobs`, and their vectors written: one transaction per
     /// conversation.
     fn batch(&self, jobs: &[Job], out: &Outbox<'_, ()>) {
-        let texts: Vec<Vec<String>> = jobs.iter().map(|j| strata_store::embedded_texts(&j.turn)).collect();
-        let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
-        let vectors = match self.embed(&flat) {
-            Ok(vs) if vs.len() == flat.len() && vs.iter().all(|v| !v.is_empty()) => vs,
-            Ok(vs) => {
-                let problem =
-                    format!("{} usable vectors for {} texts", vs.iter().filter(|v| !v.is_empty()).count(), flat.len());
-                return warn_each(jobs, &problem, out);
-            }
+        let own = match embed_turns(self.embedder.model_id(), jobs.iter().map(|j| &j.turn), |t| self.embed(t)) {
+            Ok(own) => own,
             Err(e) => return warn_each(jobs, &e.to_string(), out),
         };
-        let mut at = 0;
-        let mut own = Vec::with_capacity(jobs.len());
-        for t in &texts {
-            own.push(&vectors[at..at + t.len()]);
-            at += t.len();
-        }
         // Runs of one conversation in one store, in the order they came.
         let mut start = 0;
         while start < jobs.len() {

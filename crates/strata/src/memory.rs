@@ -17,7 +17,7 @@ use strata_summarize::{ExtractiveConfig, Ranking, Registry, SummaryConfig};
 use strata_topic::{TopicConfig, Tracker};
 
 use crate::background::Background;
-use crate::embedding::EmbedQueue;
+use crate::embedding::{embed_turns, EmbedQueue};
 use crate::ranker::Rankings;
 use crate::recall::{self, RecallConfig};
 use crate::tiered::TieredConfig;
@@ -150,6 +150,12 @@ pub enum MemoryError {
 /// A turn's vectors: of its whole indexed text (none when it was not embedded) and of each
 /// sentence.
 type TurnEmbedding = (Option<Vec<f32>>, Vec<Vec<f32>>);
+
+/// A turn's vectors as [`embed_turns`] gives them (whole text first) split for the store.
+fn split(mut own: Vec<Vec<f32>>) -> TurnEmbedding {
+    let sentences = own.split_off(1);
+    (own.pop(), sentences)
+}
 
 /// What contexts and recall read, as the writer published it at a turn boundary: the turns,
 /// their tiers, the summaries and the sentence ranking in view, and what recall groups and
@@ -416,7 +422,7 @@ impl Memory {
     pub fn push(&mut self, turn: Turn) -> Result<(), MemoryError> {
         // Validate against the history first, so a bad turn is refused before it is stored.
         self.history_mut().push(turn.clone())?;
-        let (vector, sentences) = if self.embed_queue.is_some() { (None, Vec::new()) } else { self.embed_turn(&turn) };
+        let (vector, sentences) = self.embed_turn(&turn);
         let stored = self.store_and_plan(turn, vector, sentences);
         self.send_unranked();
         stored
@@ -434,7 +440,6 @@ impl Memory {
             stored = self.history_mut().push(turn.clone()).map_err(MemoryError::from).and_then(|()| {
                 let (vector, sentences) = match vectors.next() {
                     Some(v) => v,
-                    None if self.embed_queue.is_some() => (None, Vec::new()),
                     None => self.embed_turn(turn),
                 };
                 self.store_and_plan(turn.clone(), vector, sentences)
@@ -454,28 +459,20 @@ impl Memory {
         }
     }
 
-    /// The vectors of `turns` from one embedder call, or nothing when there is no embedder
-    /// or the call fails (then each turn is embedded on its own, and a failure noted).
+    /// The vectors of `turns` from one embedder call, or nothing when turns are not embedded
+    /// as they are pushed or the call fails (then each turn is embedded on its own, and a
+    /// failure noted).
     fn embed_turns(&self, turns: &[Turn]) -> Vec<TurnEmbedding> {
-        let Some(e) = self.published.embedder.as_ref().filter(|_| self.embed_queue.is_none()) else {
-            return Vec::new();
-        };
-        let texts: Vec<Vec<String>> = turns.iter().map(strata_store::embedded_texts).collect();
-        let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
-        match e.embed(&flat) {
-            Ok(vs) if vs.len() == flat.len() && vs.iter().all(|v| !v.is_empty()) => {
-                let mut vs = vs.into_iter();
-                texts
-                    .iter()
-                    .map(|t| {
-                        let mut own: Vec<Vec<f32>> = vs.by_ref().take(t.len()).collect();
-                        let sentences = own.split_off(1);
-                        (own.pop(), sentences)
-                    })
-                    .collect()
-            }
-            _ => Vec::new(),
-        }
+        let Some(e) = self.embeds_on_push() else { return Vec::new() };
+        embed_turns(e.model_id(), turns, |t| e.embed(t))
+            .map(|own| own.into_iter().map(split).collect())
+            .unwrap_or_default()
+    }
+
+    /// The model that embeds a turn as it is pushed: none without an embedder, or when a
+    /// queue embeds stored turns later.
+    fn embeds_on_push(&self) -> Option<&Arc<dyn Embedder>> {
+        self.published.embedder.as_ref().filter(|_| self.embed_queue.is_none())
     }
 
     /// Stores a turn the history has accepted, with its vectors, and plans.
@@ -553,23 +550,9 @@ impl Memory {
     /// turn of two or more sentences, of each sentence after its speaker, in the same model
     /// call. A failed call leaves the turn to be found by its words.
     fn embed_turn(&mut self, turn: &Turn) -> TurnEmbedding {
-        let Some(e) = &self.published.embedder else { return (None, Vec::new()) };
-        let texts = strata_store::embedded_texts(turn);
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        match e.embed(&refs) {
-            Ok(mut vs) if vs.len() == texts.len() && vs.iter().all(|v| !v.is_empty()) => {
-                let sentences = vs.split_off(1);
-                (vs.pop(), sentences)
-            }
-            Ok(vs) => {
-                self.warnings.push(format!(
-                    "turn {}: the embedder gave {} usable vectors for {} texts; it is found by its words only",
-                    turn.id,
-                    vs.iter().filter(|v| !v.is_empty()).count(),
-                    texts.len()
-                ));
-                (None, Vec::new())
-            }
+        let Some(e) = self.embeds_on_push() else { return (None, Vec::new()) };
+        match embed_turns(e.model_id(), [turn], |t| e.embed(t)) {
+            Ok(mut own) => split(own.remove(0)),
             Err(err) => {
                 self.warnings.push(format!("turn {}: not embedded ({err}); it is found by its words only", turn.id));
                 (None, Vec::new())

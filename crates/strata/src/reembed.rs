@@ -1,7 +1,7 @@
 //! Re-embedding a store with another model: the explicit step that lets a store written by
 //! one embedder be searched with another's vectors.
 
-use strata_core::{EmbedError, Embedder};
+use strata_core::Embedder;
 use strata_store::{SqliteStore, Store, TurnVectors};
 
 use crate::MemoryError;
@@ -26,23 +26,12 @@ pub fn reembed(
     for conversation in store.conversations()? {
         let turns = store.turns(&conversation)?;
         for (b, chunk) in turns.chunks(BATCH).enumerate() {
-            let texts: Vec<Vec<String>> = chunk.iter().map(strata_store::embedded_texts).collect();
-            let flat: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
-            let vectors = embedder.embed(&flat)?;
-            if vectors.len() != flat.len() {
-                return Err(EmbedError::Backend {
-                    model: embedder.model_id().to_string(),
-                    message: format!("{} vectors for {} texts", vectors.len(), flat.len()),
-                }
-                .into());
-            }
-            let mut at = 0;
-            let mut batch = Vec::with_capacity(chunk.len());
-            for (turn, t) in chunk.iter().zip(&texts) {
-                let own = &vectors[at..at + t.len()];
-                at += t.len();
-                batch.push((turn.id.as_str(), TurnVectors { whole: &own[0], sentences: &own[1..] }));
-            }
+            let own = crate::embedding::embed_turns(embedder.model_id(), chunk, |t| embedder.embed(t))?;
+            let batch: Vec<(&str, TurnVectors<'_>)> = chunk
+                .iter()
+                .zip(&own)
+                .map(|(turn, v)| (turn.id.as_str(), TurnVectors { whole: &v[0], sentences: &v[1..] }))
+                .collect();
             store.set_vectors(&conversation, &batch)?;
             done += chunk.len();
             progress(&conversation, (b * BATCH + chunk.len()).min(turns.len()), turns.len());
