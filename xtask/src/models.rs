@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use strata_models::table::{Layout, MODELS};
+use strata_models::table::{Layout, Model, MODELS};
 
 pub(crate) fn models_dir(root: &Path) -> PathBuf {
     std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"))
@@ -131,19 +131,24 @@ pub(crate) fn command(root: &Path, args: &[String]) -> Result<()> {
     fetch(root, args)
 }
 
+/// Whether `name` selects `model`: its alias or its folder name, in any case.
+fn answers_to(model: &Model, name: &str) -> bool {
+    model.alias.eq_ignore_ascii_case(name) || model.name.eq_ignore_ascii_case(name)
+}
+
 /// Fetches the models named (alias or folder name, any case) whose files are not all in place.
 pub(crate) fn fetch(root: &Path, names: &[String]) -> Result<()> {
     let dir = models_dir(root);
     let scratch = dir.join(".download");
     for name in names {
-        let known = MODELS.iter().any(|m| m.alias == name.to_lowercase() || m.name.eq_ignore_ascii_case(name));
+        let known = MODELS.iter().any(|m| answers_to(m, name));
         if !known {
             let names: Vec<&str> = MODELS.iter().map(|m| m.alias).collect();
             bail!("fetch-models: no model `{name}` (known: {})", names.join(", "));
         }
     }
     for model in MODELS {
-        if !names.iter().any(|n| model.alias == n.to_lowercase() || model.name.eq_ignore_ascii_case(n)) {
+        if !names.iter().any(|n| answers_to(model, n)) {
             continue;
         }
         let mut missing = Vec::new();
