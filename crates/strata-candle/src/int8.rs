@@ -48,21 +48,35 @@ impl Int8Matrix {
     /// Quantizes `weight`, row-major `(n, k)` as in a linear layer (`y = x · Wᵀ`).
     pub(crate) fn quantize(weight: &[f32], n: usize, k: usize) -> Int8Matrix {
         assert_eq!(weight.len(), n * k, "weight shape");
-        let kp = k.next_multiple_of(4);
-        let np = n.next_multiple_of(NR);
-        let mut packed = vec![0i8; np * kp];
+        let mut q = vec![0i8; n * k];
         let mut scale = vec![0f32; n];
-        let mut colsum = vec![0i32; n];
         for c in 0..n {
             let row = &weight[c * k..(c + 1) * k];
             let max = row.iter().fold(0f32, |m, v| m.max(v.abs()));
             let s = if max > 0.0 { max / 127.0 } else { 1.0 };
             scale[c] = s;
+            for (o, &v) in q[c * k..(c + 1) * k].iter_mut().zip(row) {
+                *o = (v / s).round().clamp(-127.0, 127.0) as i8;
+            }
+        }
+        Int8Matrix::from_quantized(&q, n, k, scale)
+    }
+
+    /// Weights that are 8-bit already, `w = scale[c] · q` row-major `(n, k)`, as ONNX
+    /// Runtime's symmetric quantization stores them: used as they are, so that the products
+    /// are the file's own.
+    pub(crate) fn from_quantized(q: &[i8], n: usize, k: usize, scale: Vec<f32>) -> Int8Matrix {
+        assert_eq!(q.len(), n * k, "weight shape");
+        assert_eq!(scale.len(), n, "one scale per output channel");
+        let kp = k.next_multiple_of(4);
+        let np = n.next_multiple_of(NR);
+        let mut packed = vec![0i8; np * kp];
+        let mut colsum = vec![0i32; n];
+        for c in 0..n {
             let (panel, lane) = (c / NR, c % NR);
-            for (i, &v) in row.iter().enumerate() {
-                let q = (v / s).round().clamp(-127.0, 127.0) as i8;
-                colsum[c] += i32::from(q);
-                packed[panel * NR * kp + (i / 4) * NR * 4 + lane * 4 + i % 4] = q;
+            for (i, &v) in q[c * k..(c + 1) * k].iter().enumerate() {
+                colsum[c] += i32::from(v);
+                packed[panel * NR * kp + (i / 4) * NR * 4 + lane * 4 + i % 4] = v;
             }
         }
         Int8Matrix { n, k, kp, packed, scale, colsum, decode: None }
@@ -89,13 +103,8 @@ impl Int8Matrix {
         }
         let (k, kp, n) = (self.k, self.kp, self.n);
         let mut xq = vec![0u8; m * kp];
-        let mut xs = vec![0f32; m];
-        let mut xz = vec![0i32; m];
-        for r in 0..m {
-            let (s, z) = quantize_row(&x[r * k..(r + 1) * k], &mut xq[r * kp..r * kp + k]);
-            xs[r] = s;
-            xz[r] = z;
-        }
+        let (xs, xz): (Vec<f32>, Vec<i32>) =
+            xq.par_chunks_mut(kp).zip(x.par_chunks(k)).map(|(q, row)| quantize_row(row, &mut q[..k])).unzip();
         let panels = n.div_ceil(NR);
         let vnni = has_vnni();
         if m == 1 {
@@ -118,40 +127,43 @@ impl Int8Matrix {
             });
             return y;
         }
-        // Each panel's columns for all rows: the panel's weights stay in cache while the
-        // rows stream past them.
-        let blocks: Vec<Vec<i32>> = (0..panels)
-            .into_par_iter()
-            .map(|p| {
+        // Tasks of consecutive rows, each through every panel: a panel's weights stay in cache
+        // while the task's rows pass them, and each result is scaled into its place in the
+        // output at once (no buffer per panel to allocate, zero and copy). Enough tasks for
+        // every core even when there are few rows.
+        let threads = rayon::current_num_threads().max(1);
+        let task_rows = (m / (4 * threads)).clamp(MR, 64).next_multiple_of(MR);
+        let mut y = vec![0f32; m * n];
+        y.par_chunks_mut(task_rows * n).enumerate().for_each(|(t, ys)| {
+            let r0 = t * task_rows;
+            let here = ys.len() / n;
+            for p in 0..panels {
                 let w = &self.packed[p * NR * kp..(p + 1) * NR * kp];
-                let mut acc = vec![0i32; m * NR];
-                for r0 in (0..m).step_by(MR) {
-                    let rows = MR.min(m - r0);
-                    let out = &mut acc[r0 * NR..(r0 + rows) * NR];
-                    let xr = &xq[r0 * kp..(r0 + rows) * kp];
+                let c0 = p * NR;
+                let cols = NR.min(n - c0);
+                for rb in (0..here).step_by(MR) {
+                    let rows = MR.min(here - rb);
+                    let mut acc = [0i32; MR * NR];
+                    let xr = &xq[(r0 + rb) * kp..(r0 + rb + rows) * kp];
                     if vnni {
                         // SAFETY: `has_vnni` checked the CPU features the kernel is compiled for.
-                        unsafe { kernel_vnni(xr, rows, kp, w, out) }
+                        unsafe { kernel_vnni(xr, rows, kp, w, &mut acc) }
                     } else {
-                        kernel_portable(xr, rows, kp, w, out);
+                        kernel_portable(xr, rows, kp, w, &mut acc);
+                    }
+                    for r in 0..rows {
+                        let (s, z) = (xs[r0 + rb + r], xz[r0 + rb + r]);
+                        let out = &mut ys[(rb + r) * n + c0..(rb + r) * n + c0 + cols];
+                        let a = &acc[r * NR..r * NR + cols];
+                        for (((o, &a), &sw), &cs) in
+                            out.iter_mut().zip(a).zip(&self.scale[c0..]).zip(&self.colsum[c0..])
+                        {
+                            *o = s * sw * (a - z * cs) as f32;
+                        }
                     }
                 }
-                acc
-            })
-            .collect();
-        let mut y = vec![0f32; m * n];
-        for (p, acc) in blocks.iter().enumerate() {
-            let c0 = p * NR;
-            let cols = NR.min(n - c0);
-            for r in 0..m {
-                let out = &mut y[r * n + c0..r * n + c0 + cols];
-                let a = &acc[r * NR..r * NR + cols];
-                let (s, z) = (xs[r], xz[r]);
-                for (((o, &a), &sw), &cs) in out.iter_mut().zip(a).zip(&self.scale[c0..]).zip(&self.colsum[c0..]) {
-                    *o = s * sw * (a - z * cs) as f32;
-                }
             }
-        }
+        });
         y
     }
 }
@@ -168,7 +180,8 @@ fn quantize_row(x: &[f32], out: &mut [u8]) -> (f32, i32) {
     let z = (-lo / s).round().clamp(0.0, 255.0);
     let inv = 1.0 / s;
     for (u, &v) in out.iter_mut().zip(x) {
-        *u = (v * inv + z).round().clamp(0.0, 255.0) as u8;
+        // Ties to even: one rounding instruction, so the loop vectorises.
+        *u = (v * inv + z).round_ties_even().clamp(0.0, 255.0) as u8;
     }
     (s, z as i32)
 }

@@ -2,13 +2,18 @@
 //!
 //! [`BertEmbedder`] implements [`strata_core::Embedder`] for BERT-family sentence models
 //! (all-MiniLM-L6-v2 by default, nomic-embed-text v1.5 from its GGUF file with its task
-//! prefixes; [`load_embedder`] by name): WordPiece tokens from a `tokenizer.json`, the encoder
-//! run through candle on the CPU, mean pooling over real tokens, L2 normalisation.
+//! prefixes, bge-small-en-v1.5 from an int8 ONNX file; [`load_embedder`] by name): WordPiece
+//! tokens from a `tokenizer.json`, the encoder run through candle on the CPU, mean (or `[CLS]`)
+//! pooling, L2 normalisation.
 //! Sentences are sorted by length and batched so that a batch pads only to its own longest
 //! sentence. [`CachedEmbedder`] keeps vectors on disk by content hash and model id, so that a
 //! second eval run computes nothing. Weights are found by [`locate`]: an explicit folder,
 //! `STRATA_MODELS`, the project's `models/`, then the Hugging Face Hub for users online; pinned
 //! files are checked against their sha256 before use.
+//!
+//! [`CrossEncoder`] implements [`strata_core::Reranker`] (ms-marco-MiniLM-L-12-v2 from an int8
+//! ONNX file; [`load_reranker`], [`CachedReranker`]). An ONNX file supplies weights only: the
+//! model that runs is the same BERT encoder as the embedders'.
 //!
 //! [`GgufGenerator`] implements [`strata_core::Generator`] for GGUF chat models (llama and
 //! qwen2 architectures, ChatML) through candle's quantized models, decoding greedily;
@@ -22,17 +27,20 @@ mod int4;
 mod int8;
 mod kernels;
 mod llm;
+mod onnx;
+mod rerank;
 #[cfg(test)]
 mod testing;
 mod weights;
 
-pub use bert::{load_embedder, BertEmbedder, EmbedderConfig, Precision, EMBEDDERS, NOMIC_EMBED_V15};
-pub use cache::CachedEmbedder;
+pub use bert::{load_embedder, BertEmbedder, EmbedderConfig, Precision, BGE_SMALL, EMBEDDERS, NOMIC_EMBED_V15};
+pub use cache::{CachedEmbedder, CachedReranker};
 pub use gencache::{CachedGenerator, LazyGenerator};
 pub use gguf::{
     load_generator, open_generator, Backend, ChatMlCounter, GgufGenerator, Timing, QWEN_CODER_05B, QWEN_CODER_15B,
     SMOLLM2_135M,
 };
+pub use rerank::{load_reranker, CrossEncoder, RerankConfig, MS_MARCO_MINILM, RERANKERS};
 pub use weights::{locate, verify, ModelSpec, MINILM};
 
 use std::path::PathBuf;

