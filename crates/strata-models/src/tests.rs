@@ -27,6 +27,8 @@ fn the_fetch_table_and_the_loaders_pin_the_same_files() {
         strata_candle::QWEN_CODER_05B,
         strata_candle::QWEN_CODER_15B,
         strata_candle::SMOLLM2_135M,
+        strata_candle::MS_MARCO_MINILM,
+        strata_candle::BGE_SMALL,
     ];
     for spec in specs {
         for file in spec.files {
