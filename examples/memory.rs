@@ -16,12 +16,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let minilm = strata_models::embedder("minilm", &strata_models::dir(None))?;
     let mut config = MemoryConfig::for_budget("support-chat-42", 8000); // tiers sized for 8k contexts
     config.path = Some(std::env::temp_dir().join("strata-example-memory.db")); // SQLite (WAL)
-    let parts = Parts {
-        counter: Arc::new(strata_tokens::Tiktoken::o200k()),
-        embedder: Some(minilm),
-        generator: None,
-        embed_queue: None, // a server shares a strata::EmbedQueue instead
-    };
+                                                                               // Every model is optional: a generator writes abstractive summaries, a reranker reorders
+                                                                               // recall's candidates, and a server shares one strata::EmbedQueue between its memories.
+    let parts = Parts { embedder: Some(minilm), ..Parts::new(Arc::new(strata_tokens::Tiktoken::o200k())) };
     let mut memory = Memory::open(config, parts)?;
     let id = format!("m{}", memory.len());
     memory.push(Turn::new(id, Role::User, "We settled on port 8443 for the admin API."))?; // durable

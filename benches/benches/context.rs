@@ -43,7 +43,8 @@ fn main() {
     for n in sizes {
         let mut config = MemoryConfig::for_budget("bench", BUDGET);
         config.clock = Clock::LastTurn;
-        let parts = Parts { counter: counter.clone(), embedder: None, generator: None, embed_queue: None };
+        let parts =
+            Parts { counter: counter.clone(), embedder: None, generator: None, embed_queue: None, reranker: None };
         let mut memory = Memory::open(config, parts).expect("an in-memory store opens");
         // As `cargo xtask long-transcript` writes them: roles alternating, three minutes apart.
         let turns: Vec<Turn> = (0..n)

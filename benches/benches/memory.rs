@@ -25,7 +25,7 @@ fn turn(i: usize) -> Turn {
 fn memory_at(n: usize, counter: &Arc<dyn TokenCounter>, embedder: Option<Arc<dyn Embedder>>) -> Memory {
     let mut config = MemoryConfig::for_budget("bench", 2000);
     config.clock = Clock::LastTurn;
-    let parts = Parts { counter: counter.clone(), embedder, generator: None, embed_queue: None };
+    let parts = Parts { counter: counter.clone(), embedder, generator: None, embed_queue: None, reranker: None };
     let mut m = Memory::open(config, parts).expect("an in-memory store opens");
     let turns: Vec<Turn> = (0..n).map(turn).collect();
     for chunk in turns.chunks(1000) {

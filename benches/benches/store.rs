@@ -193,8 +193,13 @@ fn push_bench(corpus: &Corpus, model: Arc<dyn Embedder>, n: usize) {
         let mut config = MemoryConfig::for_budget("c", 8000);
         config.path = Some(dir.path().join(name));
         config.clock = Clock::LastTurn;
-        let parts =
-            Parts { counter: Arc::new(strata_tokens::Tiktoken::o200k()), embedder, generator: None, embed_queue: None };
+        let parts = Parts {
+            counter: Arc::new(strata_tokens::Tiktoken::o200k()),
+            embedder,
+            generator: None,
+            embed_queue: None,
+            reranker: None,
+        };
         let mut m = Memory::open(config, parts).expect("memory");
         let t = Instant::now();
         for turn in &turns {

@@ -128,6 +128,9 @@ pub struct EvalConfig {
     /// The sentence embedder of the tiered memory and the topic detectors: `minilm`, `nomic`,
     /// or `none` (the tiered memory recalls by words alone; the topic detectors need one).
     pub embedder: String,
+    /// The cross-encoder that reranks the tiered memory's recall candidates: `msmarco` or
+    /// `none`.
+    pub reranker: String,
     /// Write every context built to `contexts.jsonl` beside the records.
     pub save_contexts: bool,
     /// Strategies defined outside the project, chosen by name before the built-in ones.
@@ -166,6 +169,9 @@ pub struct RunConfig {
     /// The sentence embedder (runs before it was recorded used MiniLM).
     #[serde(default = "default_embedder")]
     pub embedder: String,
+    /// The reranker (runs before it was recorded had none).
+    #[serde(default = "default_reranker")]
+    pub reranker: String,
     /// Every strategy's settings as the run used them, defaults filled in (`--config`'s
     /// tables; runs before it was recorded used the defaults of their commit).
     #[serde(default)]
@@ -174,6 +180,10 @@ pub struct RunConfig {
 
 fn default_embedder() -> String {
     "minilm".to_string()
+}
+
+fn default_reranker() -> String {
+    "none".to_string()
 }
 
 /// `results.json`. Its key names are read by other tools: keep them.
@@ -224,6 +234,9 @@ pub struct Outcome {
     pub markdown: String,
     /// Every record the results were aggregated from, in their canonical order.
     pub records: Records,
+    /// With a reranker: the question-aware contexts it reranked, and how many of them ran
+    /// past its time budget (always 0 in an evaluation, which sets none).
+    pub reranked: Option<(usize, usize)>,
 }
 
 /// Runs the evaluation and writes its outputs under `config.out`.
@@ -256,7 +269,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         }
         if config.embedder == "none" {
             bail!(BadInput(
-                "the topic detectors (fixed, depth, combined) need an embedder: pass --embedder minilm or nomic, or --segmenter none,even-10".into()
+                "the topic detectors (fixed, depth, combined) need an embedder: pass --embedder minilm, nomic or bge, or --segmenter none,even-10".into()
             ));
         }
         let e = strata_models::cached_embedder(&config.embedder, &config.models_dir).with_context(|| {
@@ -269,6 +282,24 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         embedder = Some(e.clone());
         Ok(e)
     };
+    // The reranker loads only for the tiered memory. No deadline: an evaluation's contexts
+    // must not depend on how busy the machine is.
+    let mut reranking: Option<Arc<strata::Reranking>> = None;
+    let mut load_reranker = || -> Result<Option<Arc<strata::Reranking>>> {
+        if config.reranker == "none" {
+            return Ok(None);
+        }
+        if reranking.is_none() {
+            let model = strata_models::cached_reranker(&config.reranker, &config.models_dir).with_context(|| {
+                format!(
+                    "the tiered memory reranks with {0}: run `cargo xtask fetch-models {0}`, or pass --reranker none",
+                    config.reranker
+                )
+            })?;
+            reranking = Some(Arc::new(strata::Reranking::new(model, None)));
+        }
+        Ok(reranking.clone())
+    };
     let strategies: Vec<Arc<dyn Strategy>> = config
         .strategies
         .iter()
@@ -279,7 +310,9 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
             let e =
                 if strata::registry::embeds(name) && config.embedder != "none" { Some(load_embedder()?) } else { None };
-            Ok(Arc::from(strata::registry::build(name, &config.strategy_config, g, e)?))
+            let reranker = if strata::registry::embeds(name) { load_reranker()? } else { None };
+            let models = strata::registry::Models { generator: g, embedder: e, reranker };
+            Ok(Arc::from(strata::registry::build(name, &config.strategy_config, &models)?))
         })
         .collect::<Result<_>>()?;
     let mut budgets = config.budgets.clone();
@@ -366,9 +399,12 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         generator: config.generator.clone(),
         limit: config.limit,
         embedder: config.embedder.clone(),
+        reranker: config.reranker.clone(),
         settings: config.strategy_config.clone(),
     };
-    finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, records)
+    let mut outcome = finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, records)?;
+    outcome.reranked = reranking.map(|r| r.counts());
+    Ok(outcome)
 }
 
 /// Combines the outputs of shards (each a directory a run wrote) into one result, written
@@ -445,7 +481,7 @@ fn finish(
     let results = Results { runs, segmentation, summaries, config, datasets, commit, warnings };
     write_outputs(out, &results, &records)?;
     let markdown = report::markdown(&results);
-    Ok(Outcome { results, markdown, records })
+    Ok(Outcome { results, markdown, records, reranked: None })
 }
 
 /// Checks `results` against a baseline `results.json`; returns the regressions.

@@ -26,8 +26,8 @@ pub(crate) struct Args {
     #[arg(long)]
     question: Option<String>,
     /// The tiered memory's sentence embeddings (vectors cached under the models folder, as
-    /// `strata eval` caches them): minilm, nomic, or none (recall by words alone).
-    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "none"])]
+    /// `strata eval` caches them): minilm, nomic, bge, or none (recall by words alone).
+    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "bge", "none"])]
     embedder: String,
     /// How to print the context: messages (an OpenAI-style JSON array), text, or json (the
     /// blocks with their kinds, source turn ids and tokens).
@@ -63,7 +63,11 @@ pub(crate) fn run(args: Args) -> Result<String> {
         }
         _ => None,
     };
-    let strategy = strata::registry::build(&args.strategy, &config, generator, embedder)?;
+    let strategy = strata::registry::build(
+        &args.strategy,
+        &config,
+        &strata::registry::Models { generator, embedder, reranker: None },
+    )?;
     let mut contexts = Vec::new();
     let mut explain = String::new();
     for w in &loaded.warnings {

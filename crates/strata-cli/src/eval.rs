@@ -89,10 +89,14 @@ struct RunArgs {
     /// Only the first N conversations of each dataset.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// Sentence embeddings of the tiered memory and the topic detectors: minilm, nomic, or
+    /// Sentence embeddings of the tiered memory and the topic detectors: minilm, nomic, bge, or
     /// none (the tiered memory recalls by words alone; the topic detectors need one).
-    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "none"])]
+    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "bge", "none"])]
     embedder: String,
+    /// The cross-encoder that reranks the tiered memory's recall candidates for a question:
+    /// msmarco (ms-marco-MiniLM-L-12-v2), or none (recall keeps its fused order).
+    #[arg(long, default_value = "none", value_parser = ["msmarco", "none"])]
+    reranker: String,
     /// Write every context built to contexts.jsonl in the output folder, each with the turn it
     /// was built after and its probe: what `strata compress --at` rebuilds.
     #[arg(long)]
@@ -165,6 +169,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 generator: a.model,
                 limit: a.limit,
                 embedder: a.embedder,
+                reranker: a.reranker,
                 save_contexts: a.save_contexts,
                 custom: Default::default(),
             };
@@ -191,6 +196,12 @@ fn report(outcome: Outcome, gate: &Gate, folder: &Path) -> Result<String> {
     // On one screen: the headline metrics, with where everything else went. The other
     // tables (segmentation, summaries) are short and printed whole.
     let results = &outcome.results;
+    if let Some((contexts, cut)) = outcome.reranked {
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("reranking: {contexts} question-aware contexts reranked, {cut} of them past the time budget");
+        }
+    }
     let folder = folder.display();
     let mut out = if results.runs.is_empty() {
         outcome.markdown.clone()

@@ -20,10 +20,10 @@ pub(crate) struct StoreArgs {
     /// The store file (SQLite); created by `replay` if absent.
     #[arg(long, value_name = "PATH")]
     db: PathBuf,
-    /// Sentence embeddings for recall and topic shifts: minilm, nomic, or none (words only)
+    /// Sentence embeddings for recall and topic shifts: minilm, nomic, bge, or none (words only)
     /// [default: the model that wrote the store's vectors, else minilm]. A store is searched
     /// only with the model that wrote it; `strata reembed` moves it to another.
-    #[arg(long, value_parser = ["minilm", "nomic", "none"])]
+    #[arg(long, value_parser = ["minilm", "nomic", "bge", "none"])]
     embedder: Option<String>,
     /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
@@ -189,6 +189,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
             embedder: embedder.clone(),
             generator: generator.clone(),
             embed_queue: None,
+            reranker: None,
         };
         let mut memory = Memory::with_store(store.clone(), memory_config(&c.id, &args.store, &tiered), parts)?;
         // Resuming: the turns already stored must be this transcript's first turns.
@@ -249,6 +250,7 @@ fn open_memory(store: &StoreArgs, conversation: Option<String>, tokenizer: &str)
         embedder: embedder(store, Some(&db))?,
         generator: None,
         embed_queue: None,
+        reranker: None,
     };
     Ok(Memory::with_store(db, memory_config(&conversation, store, &tiered), parts)?)
 }
@@ -273,8 +275,8 @@ pub(crate) struct ReembedArgs {
     /// The store file (SQLite).
     #[arg(long = "db", value_name = "PATH")]
     path: PathBuf,
-    /// The model whose vectors replace the store's: minilm or nomic.
-    #[arg(long, value_parser = ["minilm", "nomic"])]
+    /// The model whose vectors replace the store's: minilm, nomic or bge.
+    #[arg(long, value_parser = ["minilm", "nomic", "bge"])]
     embedder: String,
     /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]

@@ -56,9 +56,9 @@ pub(crate) struct Args {
     /// the newest turns, summaries and salient sentences.
     #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
     recall_share: f64,
-    /// Sentence embeddings for recall and topic shifts: minilm, nomic, or none (words only)
+    /// Sentence embeddings for recall and topic shifts: minilm, nomic, bge, or none (words only)
     /// [default: the model that wrote the store's vectors, else minilm].
-    #[arg(long, value_parser = ["minilm", "nomic", "none"])]
+    #[arg(long, value_parser = ["minilm", "nomic", "bge", "none"])]
     embedder: Option<String>,
     /// Summarise with a model (qwen, qwen1.5b, smollm2, a GGUF path, or URL#MODEL) instead of
     /// extractively; summaries are made in the background either way.
@@ -156,7 +156,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
         )?),
     };
     let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
-    let parts = Parts { counter, embedder, generator, embed_queue: None };
+    let parts = Parts { counter, embedder, generator, embed_queue: None, reranker: None };
     let db = store.location().to_string();
     strata_server::run(config, store, parts, |addr| {
         #[allow(clippy::print_stderr)]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use strata_candle::ModelError;
-use strata_core::{Embedder, Generator};
+use strata_core::{Embedder, Generator, Reranker};
 
 /// A model that could not be opened.
 #[derive(Debug, thiserror::Error)]
@@ -56,6 +56,13 @@ pub fn embedder(name: &str, models_dir: &Path) -> Result<Arc<dyn Embedder>, Open
 pub fn cached_embedder(name: &str, models_dir: &Path) -> Result<Arc<dyn Embedder>, OpenError> {
     let model = strata_candle::load_embedder(name, models_dir)?;
     Ok(Arc::new(strata_candle::CachedEmbedder::open(model, &models_dir.join(".cache"))?))
+}
+
+/// The reranker `name` selects (`msmarco`) from `models_dir`, its scores kept on disk by
+/// model, question and passage under `models_dir/.cache`, as [`cached_embedder`] keeps vectors.
+pub fn cached_reranker(name: &str, models_dir: &Path) -> Result<Arc<dyn Reranker>, OpenError> {
+    let model = strata_candle::load_reranker(name, models_dir)?;
+    Ok(Arc::new(strata_candle::CachedReranker::open(model, &models_dir.join(".cache"))?))
 }
 
 /// The chat model `name` selects: a local one (`qwen`, `qwen1.5b`, `smollm2` or a GGUF path)

@@ -18,7 +18,7 @@ use crate::{list_of_dicts, to_python};
 #[pyfunction]
 #[pyo3(signature = (
     datasets, strategies, budgets, mode, tokenizer, out, config, data_dir, models_dir, embedder,
-    model, limit, segmenters, summarizers, progress, root
+    reranker, model, limit, segmenters, summarizers, progress, root
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_eval<'py>(
@@ -33,6 +33,7 @@ pub(crate) fn run_eval<'py>(
     data_dir: Option<PathBuf>,
     models_dir: Option<PathBuf>,
     embedder: String,
+    reranker: String,
     model: Option<String>,
     limit: Option<usize>,
     segmenters: Vec<String>,
@@ -46,8 +47,11 @@ pub(crate) fn run_eval<'py>(
         "both" => vec![Mode::Agnostic, Mode::Aware],
         m => return Err(input_error(format!("eval: mode `{m}`: expected agnostic, aware or both"))),
     };
-    if !["minilm", "nomic"].contains(&embedder.as_str()) {
-        return Err(input_error(format!("eval: embedder `{embedder}`: expected minilm or nomic")));
+    if !["minilm", "nomic", "bge"].contains(&embedder.as_str()) {
+        return Err(input_error(format!("eval: embedder `{embedder}`: expected minilm, nomic or bge")));
+    }
+    if !["msmarco", "none"].contains(&reranker.as_str()) {
+        return Err(input_error(format!("eval: reranker `{reranker}`: expected msmarco or none")));
     }
     let strategy_config = crate::data::strategies_config(config)?;
     let repo_root = root.or_else(|| std::env::var_os("STRATA_ROOT").map(PathBuf::from)).unwrap_or_else(find_root);
@@ -79,6 +83,7 @@ pub(crate) fn run_eval<'py>(
         generator: model,
         limit,
         embedder,
+        reranker,
         save_contexts: false,
         custom,
     };

@@ -164,7 +164,10 @@ fn build_strategy(
         }
         _ => None,
     };
-    Ok(Arc::from(strata::registry::build(name, config, generator, embedder).into_py()?))
+    Ok(Arc::from(
+        strata::registry::build(name, config, &strata::registry::Models { generator, embedder, reranker: None })
+            .into_py()?,
+    ))
 }
 
 /// A Python dict from a serde value, through the `json` module (one conversion path for

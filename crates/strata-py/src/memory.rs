@@ -77,7 +77,7 @@ impl Memory {
             SqliteStore::open(std::path::Path::new(db))
         };
         let store = Arc::new(store.into_py()?);
-        let parts = Parts { counter, embedder, generator, embed_queue: None };
+        let parts = Parts { counter, embedder, generator, embed_queue: None, reranker: None };
         let memory = py.detach(|| strata::Memory::with_store(store, memory_config, parts)).into_py()?;
         Ok(Memory { inner: Mutex::new(memory), budget, live: clock == Clock::System })
     }

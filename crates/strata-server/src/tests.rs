@@ -106,9 +106,12 @@ async fn start_with(
         strata::MemoryConfig { layout: config.memory.layout.clone(), ..strata::MemoryConfig::for_budget("", 300) };
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     tweak(&mut config);
-    let state =
-        AppState::new(config, store, Parts { counter: counter(), embedder, generator: None, embed_queue: None })
-            .unwrap();
+    let state = AppState::new(
+        config,
+        store,
+        Parts { counter: counter(), embedder, generator: None, embed_queue: None, reranker: None },
+    )
+    .unwrap();
     let listener = bind(&state.config).await.unwrap();
     let base = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(serve(listener, state.clone()));

@@ -26,7 +26,7 @@ mod worker;
 
 pub use embedding::EmbedQueue;
 pub use memory::{Clock, Layout, Memory, MemoryConfig, MemoryError, Parts, Snapshot};
-pub use recall::RecallConfig;
+pub use recall::{RecallConfig, Reranking};
 pub use reembed::reembed;
 pub use registry::{ConfigError, StrategiesConfig};
 pub use tiered::{Tiered, TieredConfig};

@@ -19,7 +19,7 @@ use strata_topic::{TopicConfig, Tracker};
 use crate::background::Background;
 use crate::embedding::{embed_turns, EmbedQueue};
 use crate::ranker::Rankings;
-use crate::recall::{self, RecallConfig};
+use crate::recall::{self, RecallConfig, Reranking};
 use crate::tiered::TieredConfig;
 use crate::worker::{self, Job, SpanKey, Summaries};
 
@@ -123,6 +123,17 @@ pub struct Parts {
     /// [`EmbedQueue::questions`], so that questions go to the model ahead of it. `None`
     /// embeds each turn as it is pushed, as an evaluation needs.
     pub embed_queue: Option<Arc<EmbedQueue>>,
+    /// Reorders the candidates recall found for a question by reading each with it (a
+    /// cross-encoder); `None` keeps the fused order.
+    pub reranker: Option<Arc<Reranking>>,
+}
+
+impl Parts {
+    /// Only the token counter: no embedder (recall by words), no generator (extractive
+    /// summaries), no queue, no reranker. Set the others with struct update syntax.
+    pub fn new(counter: Arc<dyn TokenCounter>) -> Parts {
+        Parts { counter, embedder: None, generator: None, embed_queue: None, reranker: None }
+    }
 }
 
 impl std::fmt::Debug for Parts {
@@ -132,6 +143,7 @@ impl std::fmt::Debug for Parts {
             .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
             .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
             .field("embed_queue", &self.embed_queue.is_some())
+            .field("reranker", &self.reranker.as_ref().map(|r| r.model.model_id().to_string()))
             .finish()
     }
 }
@@ -167,6 +179,7 @@ pub struct Snapshot {
     config: Arc<MemoryConfig>,
     store: Arc<dyn Store>,
     embedder: Option<Arc<dyn Embedder>>,
+    reranker: Option<Arc<Reranking>>,
     history: Arc<History>,
     /// One tier per turn; every turn after the pinned ones and before `live_from` is cold.
     tiers: Arc<Vec<Tier>>,
@@ -301,6 +314,7 @@ impl Memory {
                 config: Arc::new(config),
                 store,
                 embedder: parts.embedder,
+                reranker: parts.reranker,
                 history: Arc::new(history),
                 tiers: Arc::new(tiers),
                 live_from: 0,
@@ -762,6 +776,7 @@ impl Snapshot {
             turns,
             grouping: &self.grouping,
             config: &self.config.recall,
+            reranker: self.reranker.as_deref(),
         };
         recall::rank(&at, &recall::Query::new(question, embedding, content, &self.config.recall))
     }

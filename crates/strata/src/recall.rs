@@ -15,8 +15,11 @@
 //! whole.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-use strata_core::{RecallQuery, Role, Turn};
+use strata_core::{RecallQuery, Reranker, Role, Turn};
 use strata_store::Store;
 use strata_text::is_stopword;
 
@@ -35,6 +38,11 @@ pub struct RecallConfig {
     /// Weight of the ranking by the question's content words (see [`content_words`]) beside
     /// the question's own, each scaled to its best score; 0 searches with the question only.
     pub content_query: f32,
+    /// With a reranker: how many of the fused ranking's best units (bursts) take part.
+    pub rerank_candidates: usize,
+    /// With a reranker: how many of those keep their fused places at the top; the reranker
+    /// reads and orders the rest.
+    pub rerank_keep: usize,
 }
 
 impl Default for RecallConfig {
@@ -45,6 +53,8 @@ impl Default for RecallConfig {
             speaker_boost: 0.5,
             session_gap_seconds: 30 * 60,
             content_query: 1.0,
+            rerank_candidates: 100,
+            rerank_keep: 20,
         }
     }
 }
@@ -136,6 +146,7 @@ pub(crate) struct Input<'a> {
     pub(crate) turns: &'a [Turn],
     pub(crate) grouping: &'a Grouping,
     pub(crate) config: &'a RecallConfig,
+    pub(crate) reranker: Option<&'a Reranking>,
 }
 
 /// A question as recall searches it: its words, and each search's weight and vector (the
@@ -231,8 +242,121 @@ impl Stage for Combine {
     }
 }
 
+/// A cross-encoder's place in recall: the model, how long one context may wait for it, and
+/// how often that ran out.
+pub struct Reranking {
+    pub model: Arc<dyn Reranker>,
+    /// Past this, the candidates not yet scored keep their fused order, after the scored ones.
+    pub deadline: Option<Duration>,
+    contexts: AtomicUsize,
+    cut_short: AtomicUsize,
+}
+
+impl std::fmt::Debug for Reranking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reranking").field("model", &self.model.model_id()).field("deadline", &self.deadline).finish()
+    }
+}
+
+impl Reranking {
+    pub fn new(model: Arc<dyn Reranker>, deadline: Option<Duration>) -> Reranking {
+        Reranking { model, deadline, contexts: AtomicUsize::new(0), cut_short: AtomicUsize::new(0) }
+    }
+
+    /// Questions reranked so far, and how many of them ran past the deadline.
+    pub fn counts(&self) -> (usize, usize) {
+        (self.contexts.load(Ordering::Relaxed), self.cut_short.load(Ordering::Relaxed))
+    }
+}
+
+/// Candidates go to the model in slices this long, so that the deadline is checked between.
+const RERANK_SLICE: usize = 8;
+
+/// The fused ranking's best units (bursts): the first `rerank_keep` keep their places, the
+/// rest of the first `rerank_candidates` are read with the question by the reranker and follow
+/// in its order; every other turn follows in the fused order. Why keep the first: the fused
+/// top already holds almost every evidence turn it finds (on LoCoMo's first five
+/// conversations every question whose evidence ranked in its first 40 units was answered at
+/// 2000 tokens), and the cross-encoder alone ranks single-hop evidence worse than fusion does;
+/// what it can add is evidence the fusion ranked deep. A failed model call keeps the fused
+/// order for what it did not score.
+struct Rerank;
+
+impl Stage for Rerank {
+    fn run(
+        &self,
+        at: &Input<'_>,
+        query: &Query<'_>,
+        rankings: Vec<(f32, Ranked)>,
+    ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+        let (Some(rr), [(_, ranked)]) = (at.reranker, rankings.as_slice()) else { return Ok(rankings) };
+        let Some(&(_, top)) = ranked.first() else { return Ok(rankings) };
+        let bursts = &at.grouping.bursts;
+        // Units as [lo, hi), in fused order.
+        let mut units: Vec<(usize, usize)> = Vec::new();
+        let mut seen = BTreeSet::new();
+        for &(i, _) in ranked {
+            if units.len() >= at.config.rerank_candidates {
+                break;
+            }
+            if seen.insert(bursts[i]) {
+                let lo = (0..=i).rev().take_while(|&j| bursts[j] == bursts[i]).last().unwrap_or(i);
+                let hi = (i..at.turns.len()).take_while(|&j| bursts[j] == bursts[i]).last().unwrap_or(i) + 1;
+                units.push((lo, hi));
+            }
+        }
+        let keep = at.config.rerank_keep.min(units.len());
+        let passages: Vec<String> = units[keep..].iter().map(|&(lo, hi)| passage(at.turns, lo, hi)).collect();
+        let start = Instant::now();
+        let mut scores: Vec<f32> = Vec::new();
+        let mut cut_short = false;
+        for slice in passages.chunks(RERANK_SLICE) {
+            if rr.deadline.is_some_and(|d| start.elapsed() >= d) {
+                cut_short = true;
+                break;
+            }
+            let slice: Vec<&str> = slice.iter().map(String::as_str).collect();
+            match rr.model.score(query.text, &slice) {
+                Ok(s) if s.len() == slice.len() => scores.extend(s),
+                _ => {
+                    cut_short = true;
+                    break;
+                }
+            }
+        }
+        rr.contexts.fetch_add(1, Ordering::Relaxed);
+        if cut_short {
+            rr.cut_short.fetch_add(1, Ordering::Relaxed);
+        }
+        // The kept units, then the scored ones by score, then the unscored in fused order.
+        let mut scored: Vec<usize> = (0..scores.len()).collect();
+        scored.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        let order: Vec<usize> = (0..keep).chain(scored.into_iter().map(|u| keep + u)).collect();
+        // Units so placed rank first, scored 1 to 2 by their place; every other turn keeps its
+        // fused score scaled to at most 1, so that scores stay positive and in this order.
+        let mut out: Ranked = Vec::with_capacity(ranked.len());
+        let mut placed = BTreeSet::new();
+        let n = order.len() as f32;
+        for (rank, u) in order.into_iter().enumerate() {
+            let score = 1.0 + (n - rank as f32) / n;
+            for i in units[u].0..units[u].1 {
+                placed.insert(i);
+                out.push((i, score));
+            }
+        }
+        out.extend(ranked.iter().filter(|(i, _)| !placed.contains(i)).map(|&(i, s)| (i, s / top)));
+        Ok(vec![(1.0, out)])
+    }
+}
+
+/// What the reranker reads for the unit `[lo, hi)`: one `speaker: text` line per turn.
+fn passage(turns: &[Turn], lo: usize, hi: usize) -> String {
+    let lines: Vec<String> = turns[lo..hi].iter().map(|t| format!("{}: {}", t.speaker_or_role(), t.content)).collect();
+    lines.join("\n")
+}
+
 /// The stages, in order.
-const STAGES: &[&dyn Stage] = &[&StoreFusion, &Surroundings, &Combine];
+const STAGES: &[&dyn Stage] = &[&StoreFusion, &Surroundings, &Combine, &Rerank];
 
 /// Turn positions for the query, best first: every turn with a positive score.
 pub(crate) fn rank(at: &Input<'_>, query: &Query<'_>) -> Result<Ranked, MemoryError> {

@@ -11,6 +11,7 @@ use strata_strategies::{
     Window, WindowConfig,
 };
 
+use crate::recall::Reranking;
 use crate::tiered::{Tiered, TieredConfig};
 
 /// Every strategy, by the name users select it with (`segments-abstractive` besides, which
@@ -142,15 +143,32 @@ pub fn embeds(name: &str) -> bool {
     name == "tiered"
 }
 
-/// The strategy a name selects. `generator` writes the summaries of strategies that need a
-/// model (`summary-buffer`, `segments-abstractive`, the tiered memory's); without one they fall
-/// back as their seeds say. `embedder` is the tiered memory's (without one it recalls by words).
-pub fn build(
-    name: &str,
-    config: &StrategiesConfig,
-    generator: Option<Arc<dyn Generator>>,
-    embedder: Option<Arc<dyn Embedder>>,
-) -> Result<Box<dyn Strategy>, ConfigError> {
+/// The models strategies may use, each optional.
+#[derive(Clone, Default)]
+pub struct Models {
+    /// Writes the summaries of strategies that need a model (`summary-buffer`,
+    /// `segments-abstractive`, the tiered memory's); without one they fall back as their
+    /// seeds say.
+    pub generator: Option<Arc<dyn Generator>>,
+    /// The tiered memory's (without one it recalls by words).
+    pub embedder: Option<Arc<dyn Embedder>>,
+    /// Reranks the tiered memory's recall candidates.
+    pub reranker: Option<Arc<Reranking>>,
+}
+
+impl std::fmt::Debug for Models {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Models")
+            .field("generator", &self.generator.as_ref().map(|g| g.model_id().to_string()))
+            .field("embedder", &self.embedder.as_ref().map(|e| e.model_id().to_string()))
+            .field("reranker", &self.reranker)
+            .finish()
+    }
+}
+
+/// The strategy a name selects, with the models it uses from `models`.
+pub fn build(name: &str, config: &StrategiesConfig, models: &Models) -> Result<Box<dyn Strategy>, ConfigError> {
+    let Models { generator, embedder, reranker } = models.clone();
     Ok(match name {
         "full" => Box::new(Full),
         "window" => Box::new(Window::new(config.window.clone())),
@@ -158,7 +176,7 @@ pub fn build(
         "summary-buffer" => Box::new(SummaryBuffer::new(config.summary_buffer.clone(), generator)),
         "segments" => Box::new(Segments::extractive(config.segments.clone())),
         "specific" => Box::new(Specific),
-        "tiered" => Box::new(Tiered::with_config(embedder, generator, config.tiered.clone())),
+        "tiered" => Box::new(Tiered::with_config(embedder, generator, config.tiered.clone()).with_reranker(reranker)),
         "segments-abstractive" => match generator {
             Some(g) => Box::new(Segments::abstractive(config.segments.clone(), g)),
             None => return Err(ConfigError::NeedsGenerator { name: name.to_string() }),

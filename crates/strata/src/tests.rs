@@ -46,7 +46,7 @@ impl Embedder for Words {
 }
 
 fn parts(generator: Option<Arc<dyn Generator>>) -> Parts {
-    Parts { counter: counter(), embedder: Some(Arc::new(Words)), generator, embed_queue: None }
+    Parts { counter: counter(), embedder: Some(Arc::new(Words)), generator, embed_queue: None, reranker: None }
 }
 
 const HOUR: i64 = 3600;
@@ -625,8 +625,13 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = MemoryConfig::new("c");
     config.path = Some(dir.path().join("m.db"));
-    let with =
-        |e: Arc<dyn Embedder>| Parts { counter: counter(), embedder: Some(e), generator: None, embed_queue: None };
+    let with = |e: Arc<dyn Embedder>| Parts {
+        counter: counter(),
+        embedder: Some(e),
+        generator: None,
+        embed_queue: None,
+        reranker: None,
+    };
     {
         let mut m = Memory::open(config.clone(), with(Arc::new(Words))).unwrap();
         for t in day() {
@@ -636,8 +641,11 @@ fn a_store_is_searched_only_with_the_model_that_wrote_it_until_reembedded() {
     let err = Memory::open(config.clone(), with(Arc::new(Reversed))).unwrap_err();
     assert!(err.to_string().contains("written by test-bag-of-words, not test-reversed"), "{err}");
     // Without an embedder the store is still readable, by words.
-    Memory::open(config.clone(), Parts { counter: counter(), embedder: None, generator: None, embed_queue: None })
-        .unwrap();
+    Memory::open(
+        config.clone(),
+        Parts { counter: counter(), embedder: None, generator: None, embed_queue: None, reranker: None },
+    )
+    .unwrap();
 
     let store = strata_store::SqliteStore::open(config.path.as_ref().unwrap()).unwrap();
     let mut calls = Vec::new();
@@ -981,7 +989,13 @@ impl Embedder for Gated {
 /// Questions are embedded at once by the same model (so a shut gate holds only the queue).
 fn queued(embedder: Arc<Gated>) -> Parts {
     let queue = Arc::new(crate::EmbedQueue::start(embedder));
-    Parts { counter: counter(), embedder: Some(Arc::new(Words)), generator: None, embed_queue: Some(queue) }
+    Parts {
+        counter: counter(),
+        embedder: Some(Arc::new(Words)),
+        generator: None,
+        embed_queue: Some(queue),
+        reranker: None,
+    }
 }
 
 /// With a queue, `push` waits for no model: the turn is stored and found by its words at
@@ -1059,4 +1073,72 @@ fn a_queue_must_embed_with_the_model_that_embeds_questions() {
     parts.embedder = Some(Arc::new(Reversed));
     let err = Memory::open(config(400), parts).unwrap_err();
     assert!(err.to_string().contains("not the one that embeds questions (test-reversed)"), "{err}");
+}
+
+/// A reranker that scores a passage by how often it says "blue"; `calls` counts the passages.
+struct Blue(std::sync::atomic::AtomicUsize);
+
+impl strata_core::Reranker for Blue {
+    fn model_id(&self) -> &str {
+        "blue"
+    }
+    fn score(&self, _: &str, passages: &[&str]) -> Result<Vec<f32>, strata_core::RerankError> {
+        self.0.fetch_add(passages.len(), std::sync::atomic::Ordering::SeqCst);
+        Ok(passages.iter().map(|p| p.matches("blue").count() as f32).collect())
+    }
+}
+
+/// Five turns by one speaker each (so each is its own unit), all about the deploy; the more a
+/// turn says "blue", the more the reranker likes it.
+fn reranked_memory(keep: usize, deadline: Option<std::time::Duration>) -> (Memory, Arc<crate::Reranking>) {
+    let rr = Arc::new(crate::Reranking::new(Arc::new(Blue(Default::default())), deadline));
+    let mut c = config(2000);
+    c.recall.rerank_candidates = 4;
+    c.recall.rerank_keep = keep;
+    let mut m = Memory::open(c, Parts { reranker: Some(rr.clone()), ..parts(None) }).unwrap();
+    let texts = [
+        "deploy deploy deploy the deploy service today",
+        "deploy deploy went fine",
+        "deploy blue",
+        "deploy blue blue",
+        "the deploy was blue blue blue",
+    ];
+    for (i, t) in texts.iter().enumerate() {
+        let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+        m.push(Turn::new(format!("t{i}"), role, *t)).unwrap();
+    }
+    (m, rr)
+}
+
+#[test]
+fn the_reranker_orders_the_candidates_after_the_kept_ones() {
+    let ids = |m: &Memory| m.recall("deploy", 5).unwrap().into_iter().map(|h| h.turn.id).collect::<Vec<_>>();
+    let (plain, _) = {
+        let mut c = config(2000);
+        c.recall.rerank_candidates = 4;
+        let mut m = Memory::open(c, parts(None)).unwrap();
+        let (r, rr) = reranked_memory(0, None);
+        for t in r.history().turns() {
+            m.push(t.clone()).unwrap();
+        }
+        (ids(&m), rr)
+    };
+    // Keeping the fused first, the reranker orders the next three of the four candidates by
+    // "blue"; the fifth turn was not a candidate and keeps its fused place after them.
+    let (m, rr) = reranked_memory(1, None);
+    let got = ids(&m);
+    assert_eq!(got[0], plain[0], "the kept candidate stays first");
+    let candidates: BTreeSet<&String> = plain[1..4].iter().collect();
+    assert_eq!(got[1..4].iter().collect::<BTreeSet<_>>(), candidates, "the same candidates, reordered");
+    let blues: Vec<usize> = got[1..4]
+        .iter()
+        .map(|id| m.history().turns().iter().find(|t| &t.id == id).unwrap().content.matches("blue").count())
+        .collect();
+    assert!(blues.windows(2).all(|w| w[0] >= w[1]), "{got:?} {blues:?}");
+    assert_eq!(got[4], plain[4]);
+    assert_eq!(rr.counts(), (1, 0));
+    // A deadline already past: nothing is scored, the fused order stands, and it is counted.
+    let (m, rr) = reranked_memory(1, Some(std::time::Duration::ZERO));
+    assert_eq!(ids(&m), plain);
+    assert_eq!(rr.counts(), (1, 1));
 }

@@ -10,6 +10,7 @@ use strata_core::{Context, Embedder, Generator, History, Strategy, StrategyError
 use strata_summarize::SalienceConfig;
 
 use crate::memory::{Clock, Memory, MemoryConfig, Parts};
+use crate::recall::Reranking;
 
 /// The tiered memory's context knobs, as the config file's `[tiered]` table; how salient
 /// sentences are scored is its `[tiered.salience]` table.
@@ -59,6 +60,7 @@ type SharedMemory = Arc<Mutex<Memory>>;
 pub struct Tiered {
     embedder: Option<Arc<dyn Embedder>>,
     generator: Option<Arc<dyn Generator>>,
+    reranker: Option<Arc<Reranking>>,
     configure: Box<dyn Fn(&mut MemoryConfig) + Send + Sync>,
     memories: Mutex<HashMap<(String, usize), SharedMemory>>,
 }
@@ -74,7 +76,19 @@ impl std::fmt::Debug for Tiered {
 
 impl Tiered {
     pub fn new(embedder: Option<Arc<dyn Embedder>>, generator: Option<Arc<dyn Generator>>) -> Tiered {
-        Tiered { embedder, generator, configure: Box::new(|_| {}), memories: Mutex::new(HashMap::new()) }
+        Tiered {
+            embedder,
+            generator,
+            reranker: None,
+            configure: Box::new(|_| {}),
+            memories: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Question-aware contexts rerank recall's candidates with `reranker`.
+    pub fn with_reranker(mut self, reranker: Option<Arc<Reranking>>) -> Tiered {
+        self.reranker = reranker;
+        self
     }
 
     /// The tiered memory with the config file's `[tiered]` table.
@@ -116,6 +130,7 @@ impl Tiered {
             embedder: self.embedder.clone(),
             generator: self.generator.clone(),
             embed_queue: None,
+            reranker: self.reranker.clone(),
         };
         let memory = Memory::open(config, parts).map_err(|e| failed(&e))?;
         let m = Arc::new(Mutex::new(memory));

@@ -169,6 +169,7 @@ def eval(
     data_dir: Optional[Union[str, os.PathLike]] = None,
     models_dir: Optional[Union[str, os.PathLike]] = None,
     embedder: str = "minilm",
+    reranker: str = "none",
     model: Optional[str] = None,
     limit: Optional[int] = None,
     segmenters: Sequence[str] = ("none", "even-10", "fixed", "depth", "combined"),
@@ -183,6 +184,8 @@ def eval(
     paths. ``strategies``: built-in names and names given to ``register_strategy`` (default:
     ``DEFAULT_STRATEGIES``). ``mode``: ``"agnostic"``, ``"aware"`` or ``"both"``. ``out``:
     where to write ``results.json``, the records and the charts (default: nowhere kept).
+    ``embedder``: ``minilm``, ``nomic`` or ``bge``; ``reranker``: ``msmarco`` reranks the tiered
+    memory's recall candidates with a cross-encoder, ``none`` keeps the fused order.
     ``limit``: only the first N conversations of each dataset. ``progress``: a progress bar on
     stderr when it is a terminal. Public datasets are read from ``data_dir``, else
     ``$STRATA_DATA``, else ``../shared/datasets`` beside the checkout ``root`` (default: the
@@ -202,6 +205,7 @@ def eval(
         None if data_dir is None else os.fspath(data_dir),
         None if models_dir is None else os.fspath(models_dir),
         embedder,
+        reranker,
         model,
         limit,
         list(segmenters),

@@ -68,6 +68,7 @@ def eval(
     data_dir: Optional[Union[str, os.PathLike[str]]] = None,
     models_dir: Optional[Union[str, os.PathLike[str]]] = None,
     embedder: str = "minilm",
+    reranker: str = "none",
     model: Optional[str] = None,
     limit: Optional[int] = None,
     segmenters: Sequence[str] = ...,

@@ -13,7 +13,7 @@ use strata_core::{
 };
 use strata_tokens::Tiktoken;
 
-use super::{build, StrategiesConfig, NAMES};
+use super::{build, Models, StrategiesConfig, NAMES};
 
 fn counter() -> Arc<dyn TokenCounter> {
     Arc::new(Tiktoken::o200k())
@@ -55,7 +55,7 @@ fn explain(ctx: &Context) -> String {
 }
 
 fn check(name: &str, h: &History, budget: usize, expect: Expect) {
-    let s = build(name, &StrategiesConfig::default(), None, None).unwrap();
+    let s = build(name, &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(h, budget, None).unwrap();
     expect.assert_eq(&explain(&ctx));
 }
@@ -84,7 +84,7 @@ fn recent_summary_with_no_interactions_is_just_the_system_prompt() {
 #[test]
 fn recent_summary_with_8_interactions_has_no_summary() {
     let h = interactions(8);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None, None).unwrap();
+    let s = build("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     assert!(ctx.blocks.iter().all(|b| b.kind != BlockKind::Summary));
     assert_eq!(ctx.blocks.len(), 1 + 8);
@@ -131,7 +131,7 @@ fn recent_summary_with_9_interactions_summarises_the_first() {
 #[test]
 fn recent_summary_with_20_interactions_keeps_top_5_topics_and_3_points() {
     let h = interactions(20);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None, None).unwrap();
+    let s = build("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     let summary = &ctx.blocks[1];
     assert_eq!(summary.kind, BlockKind::Summary);
@@ -149,7 +149,7 @@ fn recent_summary_beyond_the_buffer_forgets_the_oldest() {
     // 45 interactions: the buffer holds 40 (u6..), of which the 12 before the last 8 are
     // summarised: u26..u37.
     let h = interactions(45);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), None, None).unwrap();
+    let s = build("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     assert_eq!(ctx.blocks[1].source_ids.first().map(String::as_str), Some("u26"));
     assert_eq!(ctx.blocks[2].source_ids.first().map(String::as_str), Some("u38"));
@@ -168,7 +168,7 @@ fn recent_summary_falls_back_when_nothing_is_left_to_say() {
         recent_summary: strata_strategies::RecentSummaryConfig { recent: 1, ..Default::default() },
         ..Default::default()
     };
-    let ctx = build("recent-8-summary-12", &config, None, None).unwrap().build(&h, 1000, None).unwrap();
+    let ctx = build("recent-8-summary-12", &config, &Models::default()).unwrap().build(&h, 1000, None).unwrap();
     assert!(ctx.blocks[0].content.ends_with("Earlier conversation about various topics."));
 }
 
@@ -219,7 +219,7 @@ fn window_keeps_tool_pairs_together() {
         verbatim_turn [a2] 9: x is 42.
     "#]],
     );
-    let s = build("window", &StrategiesConfig::default(), None, None).unwrap();
+    let s = build("window", &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(&h, with_pair, None).unwrap();
     assert_eq!(ctx.verbatim_ids().collect::<Vec<_>>(), ["a1", "r1", "a2"]);
 }
@@ -248,7 +248,7 @@ fn specific_keeps_the_rarest_sentences_in_conversation_order() {
         "#]],
     );
     // More budget keeps more, never less, and never more than the budget.
-    let s = build("specific", &StrategiesConfig::default(), None, None).unwrap();
+    let s = build("specific", &StrategiesConfig::default(), &Models::default()).unwrap();
     let mut before = 0;
     for budget in [20, 45, 80, 400] {
         let ctx = s.build(&h, budget, None).unwrap();
@@ -296,7 +296,12 @@ impl Generator for Scripted {
 
 fn summary_buffer(answer: Result<&'static str, &'static str>) -> (Box<dyn Strategy>, Arc<Scripted>) {
     let generator = Arc::new(Scripted { answer, prompts: Mutex::new(Vec::new()) });
-    let s = build("summary-buffer", &StrategiesConfig::default(), Some(generator.clone()), None).unwrap();
+    let s = build(
+        "summary-buffer",
+        &StrategiesConfig::default(),
+        &Models { generator: Some(generator.clone()), ..Models::default() },
+    )
+    .unwrap();
     (s, generator)
 }
 
@@ -338,7 +343,8 @@ fn summary_buffer_summarises_the_older_turns() {
 #[test]
 fn summary_buffer_falls_back_to_window() {
     let h = interactions(10);
-    let window = build("window", &StrategiesConfig::default(), None, None).unwrap().build(&h, 200, None).unwrap();
+    let window =
+        build("window", &StrategiesConfig::default(), &Models::default()).unwrap().build(&h, 200, None).unwrap();
     for (answer, note) in [
         (Err("model crashed"), "summary failed: generator scripted: model crashed; fell back to window"),
         (Ok("   "), "the generator returned an empty summary; fell back to window"),
@@ -348,7 +354,7 @@ fn summary_buffer_falls_back_to_window() {
         assert_eq!(ctx.blocks, window.blocks);
         assert_eq!(ctx.notes, [note]);
     }
-    let none = build("summary-buffer", &StrategiesConfig::default(), None, None).unwrap();
+    let none = build("summary-buffer", &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = none.build(&h, 200, None).unwrap();
     assert_eq!(ctx.blocks, window.blocks);
     assert_eq!(ctx.notes, ["no generator configured; fell back to window"]);
@@ -410,12 +416,13 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
         err,
         "c.toml: `[tiered] shapes` was removed: an experiment that did not hold out (see docs/experiments.md)"
     );
-    let err = build("nope", &StrategiesConfig::default(), None, None).err().unwrap().to_string();
+    let err = build("nope", &StrategiesConfig::default(), &Models::default()).err().unwrap().to_string();
     assert_eq!(
         err,
         "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer, segments, specific, tiered, or segments-abstractive"
     );
-    let err = build("segments-abstractive", &StrategiesConfig::default(), None, None).err().unwrap().to_string();
+    let err =
+        build("segments-abstractive", &StrategiesConfig::default(), &Models::default()).err().unwrap().to_string();
     assert_eq!(err, "strategy `segments-abstractive` needs a generator (a local model: pass --model)");
 }
 
@@ -514,7 +521,7 @@ proptest! {
         let h = history(turns);
         let generator: Arc<dyn Generator> = Arc::new(Echo);
         for name in NAMES.iter().chain(&["segments-abstractive"]) {
-            let s = build(name, &StrategiesConfig::default(), Some(generator.clone()), None).unwrap();
+            let s = build(name, &StrategiesConfig::default(), &Models { generator: Some(generator.clone()), ..Models::default() }).unwrap();
             let ctx = s.build(&h, budget, None).unwrap();
             if s.bounded() {
                 prop_assert!(ctx.total_tokens() <= budget, "{name}: {} > {budget}", ctx.total_tokens());
@@ -548,7 +555,8 @@ proptest! {
 fn assembled_picks_cost_what_window_costs_and_break_no_rule_unnoticed() {
     use strata_strategies::select::{assemble, Pick};
     let h = interactions(5);
-    let window = build("window", &StrategiesConfig::default(), None, None).unwrap().build(&h, 80, None).unwrap();
+    let window =
+        build("window", &StrategiesConfig::default(), &Models::default()).unwrap().build(&h, 80, None).unwrap();
     // The same turns picked by id make the same context, blocks and tokens alike.
     let picks: Vec<Pick> = window.verbatim_ids().map(|id| Pick::Turn(id.to_string())).collect();
     let same = assemble("mine", &h, 80, &picks).unwrap();
