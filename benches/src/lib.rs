@@ -261,3 +261,61 @@ impl strata_core::Embedder for HashedWords {
             .collect())
     }
 }
+
+/// The median seconds of `runs` timed calls of `f` (after one warm-up call), and the last
+/// call's result.
+pub fn median_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, T) {
+    let mut out = f();
+    let mut secs = Vec::new();
+    for _ in 0..runs {
+        let start = std::time::Instant::now();
+        out = f();
+        secs.push(start.elapsed().as_secs_f64());
+    }
+    (median(secs), out)
+}
+
+/// Spearman's rank correlation of two score lists (ties broken by position).
+pub fn spearman(a: &[f32], b: &[f32]) -> f64 {
+    let ranks = |v: &[f32]| {
+        let mut order: Vec<usize> = (0..v.len()).collect();
+        order.sort_by(|&x, &y| v[x].total_cmp(&v[y]));
+        let mut r = vec![0f64; v.len()];
+        for (k, &i) in order.iter().enumerate() {
+            r[i] = k as f64;
+        }
+        r
+    };
+    let (ra, rb) = (ranks(a), ranks(b));
+    let n = a.len() as f64;
+    let d: f64 = ra.iter().zip(&rb).map(|(x, y)| (x - y).powi(2)).sum();
+    1.0 - 6.0 * d / (n * (n * n - 1.0))
+}
+
+/// The (question, `speaker: text`) pairs a reference file names by conversation, question
+/// index and turn id (`{"pairs": [[sample_id, qa, dia_id], ...]}`), read from LoCoMo at
+/// `locomo`: the texts stay in the dataset, never in the repository.
+pub fn locomo_pairs(locomo: &std::path::Path, reference: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(locomo).unwrap_or_else(|e| panic!("{}: {e}", locomo.display()));
+    let convs: Vec<serde_json::Value> = serde_json::from_str(&text).expect("LoCoMo JSON");
+    let reference: serde_json::Value = serde_json::from_str(reference).expect("reference JSON");
+    reference["pairs"]
+        .as_array()
+        .expect("pairs")
+        .iter()
+        .map(|r| {
+            let conv = convs.iter().find(|c| c["sample_id"] == r[0]).expect("conversation");
+            let qa = &conv["qa"][r[1].as_u64().expect("question index") as usize];
+            let turn = conv["conversation"]
+                .as_object()
+                .expect("sessions")
+                .iter()
+                .filter(|(k, v)| k.starts_with("session_") && v.is_array())
+                .flat_map(|(_, v)| v.as_array().into_iter().flatten())
+                .find(|t| t["dia_id"] == r[2])
+                .expect("turn");
+            let field = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            (field(&qa["question"]), format!("{}: {}", field(&turn["speaker"]), field(&turn["text"])))
+        })
+        .collect()
+}
