@@ -234,8 +234,8 @@ pub struct Outcome {
     pub markdown: String,
     /// Every record the results were aggregated from, in their canonical order.
     pub records: Records,
-    /// With a reranker: the question-aware contexts it reranked, and how many of them ran
-    /// past its time budget (always 0 in an evaluation, which sets none).
+    /// With a reranker: the question-aware contexts it reranked, and how many of them were cut
+    /// short (a failed model call; an evaluation sets no time budget).
     pub reranked: Option<(usize, usize)>,
 }
 

@@ -199,7 +199,7 @@ fn report(outcome: Outcome, gate: &Gate, folder: &Path) -> Result<String> {
     if let Some((contexts, cut)) = outcome.reranked {
         #[allow(clippy::print_stderr)]
         {
-            eprintln!("reranking: {contexts} question-aware contexts reranked, {cut} of them past the time budget");
+            eprintln!("reranking: {contexts} question-aware contexts reranked, {cut} of them cut short by a failed model call");
         }
     }
     let folder = folder.display();

@@ -1,7 +1,8 @@
 //! Question-aware recall, as a list of stages: the store's fused BM25 + embedding ranking
 //! (searched twice by meaning: with the question's vector and with its content words'), each
 //! re-scored by its surroundings (bursts, neighbours in the same session, the speaker the
-//! question names), then the rankings added into one.
+//! question names), then the rankings added into one, then (with a [`Reranking`]) the deeper
+//! candidates reordered by a cross-encoder.
 //!
 //! Why neighbours: in chat, the turn that answers a question is often the reply to the turn
 //! that matches it ("What did you adopt?" / "A puppy!"), so a turn's score borrows from the
@@ -263,7 +264,8 @@ impl Reranking {
         Reranking { model, deadline, contexts: AtomicUsize::new(0), cut_short: AtomicUsize::new(0) }
     }
 
-    /// Questions reranked so far, and how many of them ran past the deadline.
+    /// Questions reranked so far, and how many of them were cut short: past the deadline, or
+    /// by a failed model call (the fused order stood for the rest either way).
     pub fn counts(&self) -> (usize, usize) {
         (self.contexts.load(Ordering::Relaxed), self.cut_short.load(Ordering::Relaxed))
     }
