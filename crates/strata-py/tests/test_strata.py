@@ -312,6 +312,11 @@ def test_eval_scores_one_locomo_conversation_with_tiered():
     assert untimed(dict(runs[("py-window", "aware")], strategy="window")) == untimed(runs[("window", "aware")])
 
 
+def test_eval_names_the_rerankers_it_knows():
+    with pytest.raises(strata.InputError, match="reranker `bogus`: expected msmarco or none"):
+        strata.eval(["locomo"], ["tiered"], [1000], mode="aware", limit=1, reranker="bogus", progress=False)
+
+
 def test_the_stubs_cover_every_public_name():
     """Editors complete from the stubs: every public name of the native module, and every
     public method and property of its classes, is declared there and has a docstring."""
