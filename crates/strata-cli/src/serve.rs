@@ -60,6 +60,15 @@ pub(crate) struct Args {
     /// [default: the model that wrote the store's vectors, else minilm].
     #[arg(long, value_parser = ["minilm", "nomic", "bge", "none"])]
     embedder: Option<String>,
+    /// Reorder recall's deeper candidates for each question with a cross-encoder: msmarco, or
+    /// none (the fused order). It reads up to 80 passages a question, about a second on two
+    /// cores; --rerank-ms bounds that.
+    #[arg(long, default_value = "none", value_parser = ["msmarco", "none"])]
+    reranker: String,
+    /// With --reranker: milliseconds one context may spend reranking; candidates not yet
+    /// scored keep the fused order.
+    #[arg(long, default_value_t = 300, value_name = "MS")]
+    rerank_ms: u64,
     /// Summarise with a model (qwen, qwen1.5b, smollm2, a GGUF path, or URL#MODEL) instead of
     /// extractively; summaries are made in the background either way.
     #[arg(long, value_name = "NAME|PATH")]
@@ -156,7 +165,14 @@ pub(crate) fn run(args: Args) -> Result<String> {
         )?),
     };
     let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
-    let parts = Parts { counter, embedder, generator, embed_queue: None, reranker: None };
+    let reranker = match args.reranker.as_str() {
+        "none" => None,
+        name => Some(Arc::new(strata::Reranking::new(
+            strata_models::reranker(name, &models)?,
+            Some(std::time::Duration::from_millis(args.rerank_ms)),
+        ))),
+    };
+    let parts = Parts { counter, embedder, generator, embed_queue: None, reranker };
     let db = store.location().to_string();
     strata_server::run(config, store, parts, |addr| {
         #[allow(clippy::print_stderr)]

@@ -58,6 +58,12 @@ pub fn cached_embedder(name: &str, models_dir: &Path) -> Result<Arc<dyn Embedder
     Ok(Arc::new(strata_candle::CachedEmbedder::open(model, &models_dir.join(".cache"))?))
 }
 
+/// The reranker `name` selects (`msmarco`) from `models_dir`, scoring every pair it is asked
+/// about (a server's questions rarely repeat).
+pub fn reranker(name: &str, models_dir: &Path) -> Result<Arc<dyn Reranker>, OpenError> {
+    Ok(Arc::new(strata_candle::load_reranker(name, models_dir)?))
+}
+
 /// The reranker `name` selects (`msmarco`) from `models_dir`, its scores kept on disk by
 /// model, question and passage under `models_dir/.cache`, as [`cached_embedder`] keeps vectors.
 pub fn cached_reranker(name: &str, models_dir: &Path) -> Result<Arc<dyn Reranker>, OpenError> {
