@@ -638,17 +638,30 @@ impl BertEmbedder {
         let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
         let encodings = self.tokenizer.encode_batch(inputs, true).map_err(|e| err(e.to_string()))?;
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
-        let chunks = length_batches(&ids.iter().map(|s| s.len()).collect::<Vec<_>>(), self.config.batch_size);
-        let results: Vec<candle_core::Result<Vec<Vec<f32>>>> =
-            chunks.par_iter().map(|chunk| self.forward(&chunk.iter().map(|&i| ids[i]).collect::<Vec<_>>())).collect();
-        let mut out = vec![Vec::new(); ids.len()];
-        for (chunk, vectors) in chunks.iter().zip(results) {
-            for (&i, v) in chunk.iter().zip(vectors.map_err(|e| err(e.to_string()))?) {
-                out[i] = v;
-            }
-        }
-        Ok(out)
+        let lengths: Vec<usize> = ids.iter().map(|s| s.len()).collect();
+        in_batches(&lengths, self.config.batch_size, |batch| {
+            self.forward(&batch.iter().map(|&i| ids[i]).collect::<Vec<_>>())
+        })
+        .map_err(|e| err(e.to_string()))
     }
+}
+
+/// `forward` over the inputs of `lengths` tokens in [`length_batches`], the batches side by
+/// side, one output per input back in input order. `forward` gets a batch's input positions.
+pub(crate) fn in_batches<T: Clone + Default + Send>(
+    lengths: &[usize],
+    batch_size: usize,
+    forward: impl Fn(&[usize]) -> candle_core::Result<Vec<T>> + Sync,
+) -> candle_core::Result<Vec<T>> {
+    let chunks = length_batches(lengths, batch_size);
+    let results: Vec<candle_core::Result<Vec<T>>> = chunks.par_iter().map(|chunk| forward(chunk)).collect();
+    let mut out = vec![T::default(); lengths.len()];
+    for (chunk, outputs) in chunks.iter().zip(results) {
+        for (&i, o) in chunk.iter().zip(outputs?) {
+            out[i] = o;
+        }
+    }
+    Ok(out)
 }
 
 /// Input positions grouped into batches, for sequences of `lengths` tokens.

@@ -35,8 +35,8 @@ const INT8: i32 = 3;
 #[derive(Debug)]
 pub(crate) struct Onnx<'a> {
     pub(crate) initializers: BTreeMap<String, Initializer<'a>>,
-    /// For each `MatMulInteger` (or `MatMul`) node: its weight input's name and the module
-    /// path its output names (`bert.encoder.layer.0.attention.self.query`).
+    /// For each `MatMulInteger` (or `MatMul`) node: the module path its output names
+    /// (`bert.encoder.layer.0.attention.self.query`) and its weight input's name.
     pub(crate) matmuls: BTreeMap<String, String>,
 }
 
@@ -166,7 +166,7 @@ impl<'a> Onnx<'a> {
                 // after its Gemm ("/bert/pooler/dense/Gemm_…").
                 let path = out.trim_start_matches('/');
                 if let Some(cut) = path.rfind('/') {
-                    self.matmuls.insert(weight.clone(), path[..cut].replace('/', "."));
+                    self.matmuls.insert(path[..cut].replace('/', "."), weight.clone());
                 }
             }
         }
@@ -247,9 +247,8 @@ impl<'a> Onnx<'a> {
             return Ok(named);
         }
         self.matmuls
-            .iter()
-            .find(|(_, m)| m.as_str() == module)
-            .map(|(w, _)| w.trim_end_matches("_quantized").to_string())
+            .get(module)
+            .map(|w| w.trim_end_matches("_quantized").to_string())
             .ok_or_else(|| format!("no matrix product for {module}"))
     }
 }

@@ -7,11 +7,10 @@
 use std::path::Path;
 
 use candle_core::Tensor;
-use rayon::prelude::*;
 use strata_core::{RerankError, Reranker};
 use tokenizers::{EncodeInput, Tokenizer};
 
-use crate::bert::{length_batches, load_err, tokenizer, Encoder, Linear, Precision};
+use crate::bert::{in_batches, load_err, tokenizer, Encoder, Linear, Precision};
 use crate::onnx::Onnx;
 use crate::weights::{ModelSpec, PinnedFile};
 use crate::ModelError;
@@ -132,22 +131,13 @@ impl CrossEncoder {
         let encodings = self.tokenizer.encode_batch(pairs, true).map_err(|e| e.to_string())?;
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
         let types: Vec<&[u32]> = encodings.iter().map(|e| e.get_type_ids()).collect();
-        let chunks = length_batches(&ids.iter().map(|s| s.len()).collect::<Vec<_>>(), self.config.batch_size);
-        let results: Vec<candle_core::Result<Vec<f32>>> = chunks
-            .par_iter()
-            .map(|c| {
-                let batch_ids: Vec<&[u32]> = c.iter().map(|&i| ids[i]).collect();
-                let batch_types: Vec<&[u32]> = c.iter().map(|&i| types[i]).collect();
-                self.forward(&batch_ids, &batch_types)
-            })
-            .collect();
-        let mut out = vec![0f32; ids.len()];
-        for (chunk, scores) in chunks.iter().zip(results) {
-            for (&i, s) in chunk.iter().zip(scores.map_err(|e| e.to_string())?) {
-                out[i] = s;
-            }
-        }
-        Ok(out)
+        let lengths: Vec<usize> = ids.iter().map(|s| s.len()).collect();
+        in_batches(&lengths, self.config.batch_size, |batch| {
+            let batch_ids: Vec<&[u32]> = batch.iter().map(|&i| ids[i]).collect();
+            let batch_types: Vec<&[u32]> = batch.iter().map(|&i| types[i]).collect();
+            self.forward(&batch_ids, &batch_types)
+        })
+        .map_err(|e| e.to_string())
     }
 }
 

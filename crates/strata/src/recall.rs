@@ -74,6 +74,14 @@ pub(crate) struct Grouping {
 }
 
 impl Grouping {
+    /// The turns of turn `i`'s burst.
+    pub(crate) fn burst(&self, i: usize) -> std::ops::Range<usize> {
+        let b = &self.bursts;
+        let lo = (0..i).rev().take_while(|&j| b[j] == b[i]).last().unwrap_or(i);
+        let hi = (i + 1..b.len()).take_while(|&j| b[j] == b[i]).last().map_or(i + 1, |j| j + 1);
+        lo..hi
+    }
+
     /// Extends the grouping to cover `turns` (what it covers already is kept). `costs[i][0]`
     /// is turn `i`'s tokens as recalled; a burst closes before the message that would take it
     /// past `cap`, so a long monologue becomes several bursts and what is ranked as one is
@@ -293,22 +301,19 @@ impl Stage for Rerank {
     ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
         let (Some(rr), [(_, ranked)]) = (at.reranker, rankings.as_slice()) else { return Ok(rankings) };
         let Some(&(_, top)) = ranked.first() else { return Ok(rankings) };
-        let bursts = &at.grouping.bursts;
-        // Units as [lo, hi), in fused order.
-        let mut units: Vec<(usize, usize)> = Vec::new();
+        // Units (bursts), in fused order.
+        let mut units: Vec<std::ops::Range<usize>> = Vec::new();
         let mut seen = BTreeSet::new();
         for &(i, _) in ranked {
             if units.len() >= at.config.rerank_candidates {
                 break;
             }
-            if seen.insert(bursts[i]) {
-                let lo = (0..=i).rev().take_while(|&j| bursts[j] == bursts[i]).last().unwrap_or(i);
-                let hi = (i..at.turns.len()).take_while(|&j| bursts[j] == bursts[i]).last().unwrap_or(i) + 1;
-                units.push((lo, hi));
+            if seen.insert(at.grouping.bursts[i]) {
+                units.push(at.grouping.burst(i));
             }
         }
         let keep = at.config.rerank_keep.min(units.len());
-        let passages: Vec<String> = units[keep..].iter().map(|&(lo, hi)| passage(at.turns, lo, hi)).collect();
+        let passages: Vec<String> = units[keep..].iter().map(|u| passage(&at.turns[u.clone()])).collect();
         let start = Instant::now();
         let mut scores: Vec<f32> = Vec::new();
         let mut cut_short = false;
@@ -341,7 +346,7 @@ impl Stage for Rerank {
         let n = order.len() as f32;
         for (rank, u) in order.into_iter().enumerate() {
             let score = 1.0 + (n - rank as f32) / n;
-            for i in units[u].0..units[u].1 {
+            for i in units[u].clone() {
                 placed.insert(i);
                 out.push((i, score));
             }
@@ -351,9 +356,9 @@ impl Stage for Rerank {
     }
 }
 
-/// What the reranker reads for the unit `[lo, hi)`: one `speaker: text` line per turn.
-fn passage(turns: &[Turn], lo: usize, hi: usize) -> String {
-    let lines: Vec<String> = turns[lo..hi].iter().map(|t| format!("{}: {}", t.speaker_or_role(), t.content)).collect();
+/// What the reranker reads for a unit's turns: one `speaker: text` line per turn.
+fn passage(turns: &[Turn]) -> String {
+    let lines: Vec<String> = turns.iter().map(|t| format!("{}: {}", t.speaker_or_role(), t.content)).collect();
     lines.join("\n")
 }
 

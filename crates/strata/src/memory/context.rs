@@ -144,16 +144,8 @@ impl Snapshot {
     /// together). Ascending.
     fn recall_unit(&self, i: usize) -> Vec<usize> {
         let history = &self.history;
-        let bursts = &self.grouping.bursts;
-        let mut lo = i;
-        while lo > 0 && bursts[lo - 1] == bursts[i] {
-            lo -= 1;
-        }
-        let mut hi = i + 1;
-        while hi < history.len() && bursts[hi] == bursts[i] {
-            hi += 1;
-        }
-        let mut out: Vec<usize> = (lo..hi).flat_map(|j| history.unit_of(j).turns.iter().copied()).collect();
+        let mut out: Vec<usize> =
+            self.grouping.burst(i).flat_map(|j| history.unit_of(j).turns.iter().copied()).collect();
         out.sort_unstable();
         out.dedup();
         out
