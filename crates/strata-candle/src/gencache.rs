@@ -46,6 +46,11 @@ impl<G: Generator> CachedGenerator<G> {
         Ok(CachedGenerator { inner, dir })
     }
 
+    /// The generator behind the cache.
+    pub fn inner(&self) -> &G {
+        &self.inner
+    }
+
     fn path(&self, request: &GenerateRequest) -> PathBuf {
         let mut h = Sha256::new();
         h.update(DECODER_REVISION);
@@ -75,6 +80,7 @@ impl<G: Generator> Generator for CachedGenerator<G> {
                     text: s.text,
                     prompt_tokens: s.prompt_tokens,
                     generated_tokens: s.generated_tokens,
+                    reused_tokens: 0,
                 });
             }
         }
@@ -153,7 +159,7 @@ mod tests {
             if r.messages[0].content == "fail" {
                 return Err(GenerateError::Backend { model: "counting/1".into(), message: "no".into() });
             }
-            Ok(Generation { text: format!("answer {n}"), prompt_tokens: 3, generated_tokens: 2 })
+            Ok(Generation { text: format!("answer {n}"), prompt_tokens: 3, generated_tokens: 2, reused_tokens: 0 })
         }
     }
 

@@ -148,12 +148,46 @@ impl Model {
     }
 }
 
-/// A chat model in a GGUF file. Calls are serialised: the model holds one KV cache.
+/// The model and what its key-value cache holds.
+struct Engine {
+    model: Model,
+    /// The prompt whose positions the cache holds as its prefill computed them (the tokens
+    /// generated after it are left out: a step computes them otherwise); empty when unknown.
+    prompt: Vec<u32>,
+}
+
+impl Engine {
+    /// Empties the cache and prepares it for `prompt`, keeping the positions an earlier prompt
+    /// shares with it; returns how many it kept. Only whole prefill chunks are kept, so the
+    /// rest is chunked as a fresh run chunks it and every number is the one a fresh run gives:
+    /// an answer never depends on what was asked before it. candle's models cannot cut their
+    /// cache short and keep nothing.
+    fn prepare(&mut self, prompt: &[u32]) -> usize {
+        let shared = self.prompt.iter().zip(prompt).take_while(|(a, b)| a == b).count();
+        // At least the last token runs: its logits are the first answer token's.
+        let keep = shared.min(prompt.len().saturating_sub(1)) / PREFILL_CHUNK * PREFILL_CHUNK;
+        self.prompt.clear();
+        match &mut self.model {
+            Model::Int8(m) if keep > 0 => {
+                m.truncate(keep);
+                keep
+            }
+            model => {
+                model.clear();
+                0
+            }
+        }
+    }
+}
+
+/// A chat model in a GGUF file. Calls are serialised: the model holds one KV cache, and a
+/// prompt that begins as the previous one did runs from where they part (in whole chunks of
+/// [`PREFILL_CHUNK`] tokens; see [`Generation::reused_tokens`]).
 pub struct GgufGenerator {
     model_id: String,
     path: PathBuf,
     tokenizer: Tokenizer,
-    model: Mutex<Model>,
+    model: Mutex<Engine>,
     stops: Vec<u32>,
     context_length: usize,
     device: Device,
@@ -169,6 +203,8 @@ impl std::fmt::Debug for GgufGenerator {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Timing {
     pub prompt_tokens: usize,
+    /// Of those, the ones the cache held from the previous prompt.
+    pub reused_tokens: usize,
     pub prompt_seconds: f64,
     pub generated_tokens: usize,
     pub generate_seconds: f64,
@@ -241,7 +277,7 @@ impl GgufGenerator {
             model_id,
             path: path.to_path_buf(),
             tokenizer,
-            model: Mutex::new(model),
+            model: Mutex::new(Engine { model, prompt: Vec::new() }),
             stops,
             context_length,
             device,
@@ -292,9 +328,9 @@ impl GgufGenerator {
 
     /// The logits for the token after `prompt`, for comparing implementations.
     pub fn next_logits(&self, prompt: &[u32]) -> Result<Vec<f32>, GenerateError> {
-        let mut model = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
-        model.clear();
-        model.forward(prompt, 0, &self.device).map_err(|e| self.backend(e.to_string()))
+        let mut engine = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
+        engine.prepare(&[]);
+        engine.model.forward(prompt, 0, &self.device).map_err(|e| self.backend(e.to_string()))
     }
 
     /// The same logits by the path a generated token takes: all but the last token as a
@@ -304,16 +340,18 @@ impl GgufGenerator {
         let Some((&last, head)) = prompt.split_last() else {
             return Err(self.backend("empty prompt".into()));
         };
-        let mut model = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
-        model.clear();
+        let mut engine = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
+        engine.prepare(&[]);
         if !head.is_empty() {
-            model.forward(head, 0, &self.device).map_err(|e| self.backend(e.to_string()))?;
+            engine.model.forward(head, 0, &self.device).map_err(|e| self.backend(e.to_string()))?;
         }
-        model.forward(&[last], head.len(), &self.device).map_err(|e| self.backend(e.to_string()))
+        engine.model.forward(&[last], head.len(), &self.device).map_err(|e| self.backend(e.to_string()))
     }
 
     /// Exactly `n` tokens after the prompt, end-of-turn tokens or not: what benchmarks time.
     pub fn time_generation(&self, prompt: &[u32], n: usize) -> Result<(Vec<u32>, Timing), GenerateError> {
+        // A benchmark repeats its prompt: it times the whole prefill every time.
+        self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?.prepare(&[]);
         self.decode_greedy(prompt, n, None, false, &mut |_| {})
     }
 
@@ -336,8 +374,9 @@ impl GgufGenerator {
                 self.context_length
             )));
         }
-        let mut model = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
-        model.clear();
+        let mut engine = self.model.lock().map_err(|_| self.backend("a previous generation panicked".into()))?;
+        let reused = engine.prepare(prompt);
+        let model = &mut engine.model;
         let run = |model: &mut Model, ids: &[u32], pos: usize| -> Result<u32, GenerateError> {
             let logits = model.forward(ids, pos, &self.device).map_err(|e| self.backend(e.to_string()))?;
             // Greedy: the first of the highest logits, so ties resolve the same way every time.
@@ -353,9 +392,11 @@ impl GgufGenerator {
         // The prompt goes in chunks: attention over a chunk is (chunk × context) rather than
         // (prompt × prompt), which keeps a long prompt's score matrices small.
         let mut next = 0;
-        for (i, chunk) in prompt.chunks(PREFILL_CHUNK).enumerate() {
-            next = run(&mut model, chunk, i * PREFILL_CHUNK)?;
+        for (i, chunk) in prompt[reused..].chunks(PREFILL_CHUNK).enumerate() {
+            next = run(model, chunk, reused + i * PREFILL_CHUNK)?;
         }
+        engine.prompt = prompt.to_vec();
+        let model = &mut engine.model;
         let prompt_seconds = start.elapsed().as_secs_f64();
         let mut out = Vec::new();
         while out.len() < max_tokens && !(stop && self.stops.contains(&next)) {
@@ -364,10 +405,11 @@ impl GgufGenerator {
             }
             out.push(next);
             on_token(&out);
-            next = run(&mut model, &[next], prompt.len() + out.len() - 1)?;
+            next = run(model, &[next], prompt.len() + out.len() - 1)?;
         }
         let timing = Timing {
             prompt_tokens: prompt.len(),
+            reused_tokens: reused,
             prompt_seconds,
             generated_tokens: out.len(),
             generate_seconds: start.elapsed().as_secs_f64() - prompt_seconds,
@@ -431,8 +473,13 @@ impl Generator for GgufGenerator {
 
     fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
         let prompt = self.encode(&GgufGenerator::render(&request.messages))?;
-        let (ids, _) = self.generate_ids(&prompt, request.max_tokens, request.deadline)?;
-        Ok(Generation { text: self.decode(&ids)?, prompt_tokens: prompt.len(), generated_tokens: ids.len() })
+        let (ids, timing) = self.generate_ids(&prompt, request.max_tokens, request.deadline)?;
+        Ok(Generation {
+            text: self.decode(&ids)?,
+            prompt_tokens: prompt.len(),
+            generated_tokens: ids.len(),
+            reused_tokens: timing.reused_tokens,
+        })
     }
 
     fn generate_streaming(
@@ -452,7 +499,7 @@ impl Generator for GgufGenerator {
                 }
             }
         };
-        let (ids, _) = self.decode_greedy(&prompt, request.max_tokens, request.deadline, true, &mut on_token)?;
+        let (ids, timing) = self.decode_greedy(&prompt, request.max_tokens, request.deadline, true, &mut on_token)?;
         let whole = self.decode(&ids)?;
         // What was sent is the reply: the rest of the final decoding when it extends it.
         let text = match whole.strip_prefix(sent.as_str()) {
@@ -464,6 +511,11 @@ impl Generator for GgufGenerator {
             }
             None => sent,
         };
-        Ok(Generation { text, prompt_tokens: prompt.len(), generated_tokens: ids.len() })
+        Ok(Generation {
+            text,
+            prompt_tokens: prompt.len(),
+            generated_tokens: ids.len(),
+            reused_tokens: timing.reused_tokens,
+        })
     }
 }

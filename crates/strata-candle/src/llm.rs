@@ -77,6 +77,11 @@ impl Kv {
         *self = Kv::new(self.heads, self.d);
     }
 
+    /// Forgets every position from `len` on; the rows before it stay as they were.
+    fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
     /// Makes room for `t` more positions; doubling keeps growth O(1) per token.
     fn reserve(&mut self, t: usize) {
         if self.len + t <= self.cap {
@@ -278,6 +283,14 @@ impl Decoder {
     pub(crate) fn clear(&mut self) {
         for l in &mut self.layers {
             l.cache.clear();
+        }
+    }
+
+    /// Keeps the cache of the first `len` positions only, so that a prompt sharing them runs
+    /// from `len` on.
+    pub(crate) fn truncate(&mut self, len: usize) {
+        for l in &mut self.layers {
+            l.cache.truncate(len);
         }
     }
 

@@ -225,6 +225,34 @@ fn a_long_prompt_in_chunks_gives_the_next_token_of_one_pass() {
     assert_eq!(ids[0] as usize, top);
 }
 
+/// Questions after one long context (how the harness asks a reader): the second runs from the
+/// chunks the first left in the cache, and answers exactly as a freshly loaded model does.
+#[test]
+#[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
+fn a_shared_prefix_is_reused_and_changes_no_answer() {
+    let long = "Mara moved to Lisbon in May and adopted a grey cat named Pixel. ".repeat(80);
+    let question = |q: &str| {
+        let mut r = ask(&long, 12);
+        r.messages.push(strata_core::ChatMessage { role: strata_core::Role::User, content: q.into() });
+        r
+    };
+    let (first, second) = (question("Where did Mara move?"), question("What is the cat called?"));
+    let warm = generator(&strata_candle::SMOLLM2_135M);
+    let a = warm.generate(&first).unwrap();
+    assert_eq!(a.reused_tokens, 0, "nothing cached yet");
+    let b = warm.generate(&second).unwrap();
+    assert!(b.prompt_tokens > 1024, "{} tokens", b.prompt_tokens);
+    // Whole chunks of 512 tokens, all of them before where the prompts part.
+    assert!(b.reused_tokens >= 512 && b.reused_tokens % 512 == 0, "{b:?}");
+    assert!(b.reused_tokens + 512 > b.prompt_tokens - 30, "{b:?}");
+    let fresh = generator(&strata_candle::SMOLLM2_135M).generate(&second).unwrap();
+    assert_eq!((b.text.as_str(), b.generated_tokens), (fresh.text.as_str(), fresh.generated_tokens));
+    assert_eq!(fresh.reused_tokens, 0);
+    let again = warm.generate(&first).unwrap();
+    assert!(again.reused_tokens > 0);
+    assert_eq!(again.text, a.text, "the first question again, after the second");
+}
+
 fn nomic(precision: Precision) -> BertEmbedder {
     let models = models_dir();
     let dir = locate(Some(&models.join(NOMIC_EMBED_V15.folder)), &NOMIC_EMBED_V15).unwrap();

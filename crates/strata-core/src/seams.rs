@@ -139,6 +139,9 @@ pub struct Generation {
     pub text: String,
     pub prompt_tokens: usize,
     pub generated_tokens: usize,
+    /// Prompt tokens the model did not run again because its cache held them from an earlier
+    /// prompt that began the same way (0 where the backend does not say).
+    pub reused_tokens: usize,
 }
 
 /// Writes text from a prompt: a local model, a server, or a fake in tests.

@@ -113,12 +113,21 @@ struct Message {
     content: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, Default)]
 struct Usage {
     #[serde(default)]
     prompt_tokens: usize,
     #[serde(default)]
     completion_tokens: usize,
+    /// OpenAI's report of prompt tokens served from its prompt cache.
+    #[serde(default)]
+    prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: usize,
 }
 
 /// What one attempt came to.
@@ -197,11 +206,12 @@ fn parse(text: &str) -> Attempt {
     let Some(content) = completion.choices.into_iter().next().and_then(|c| c.message.content) else {
         return Attempt::Failed(format!("no choices[0].message.content in {}", one_line(text)));
     };
-    let usage = completion.usage.unwrap_or(Usage { prompt_tokens: 0, completion_tokens: 0 });
+    let usage = completion.usage.unwrap_or_default();
     Attempt::Done(Generation {
         text: content,
         prompt_tokens: usage.prompt_tokens,
         generated_tokens: usage.completion_tokens,
+        reused_tokens: usage.prompt_tokens_details.map_or(0, |d| d.cached_tokens),
     })
 }
 

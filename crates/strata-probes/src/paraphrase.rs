@@ -178,7 +178,9 @@ mod tests {
             let message = asked.strip_prefix("Message: ").and_then(|m| m.strip_suffix("\nParaphrase:"));
             self.asked.lock().unwrap().push(message.expect("the message, framed").to_string());
             match self.answers.lock().unwrap().remove(0) {
-                Ok(text) => Ok(Generation { text: text.to_string(), prompt_tokens: 1, generated_tokens: 1 }),
+                Ok(text) => {
+                    Ok(Generation { text: text.to_string(), prompt_tokens: 1, generated_tokens: 1, reused_tokens: 0 })
+                }
                 Err(m) => Err(GenerateError::Backend { model: "scripted".into(), message: m.into() }),
             }
         }

@@ -505,7 +505,7 @@ impl strata_core::Generator for Mirror {
         request: &strata_core::GenerateRequest,
     ) -> Result<strata_core::Generation, strata_core::GenerateError> {
         let last = request.messages.last().map_or(String::new(), |m| m.content.chars().rev().collect());
-        Ok(strata_core::Generation { text: last, prompt_tokens: 10, generated_tokens: 3 })
+        Ok(strata_core::Generation { text: last, prompt_tokens: 10, generated_tokens: 3, reused_tokens: 0 })
     }
 }
 
@@ -666,7 +666,12 @@ impl strata_core::Generator for Measuring {
             request.messages.iter().map(|m| c.count_message(m.role, None, &m.content, None, &[])).sum::<usize>()
                 + c.chat_format().reply_priming as usize;
         self.prompts.lock().unwrap().push(tokens);
-        Ok(strata_core::Generation { text: "Noted.".into(), prompt_tokens: tokens, generated_tokens: 2 })
+        Ok(strata_core::Generation {
+            text: "Noted.".into(),
+            prompt_tokens: tokens,
+            generated_tokens: 2,
+            reused_tokens: 0,
+        })
     }
 }
 
@@ -719,7 +724,12 @@ impl strata_core::Generator for Pieces {
         for piece in ["Hel", "lo, ", "there."] {
             on_text(piece);
         }
-        Ok(strata_core::Generation { text: "Hello, there.".into(), prompt_tokens: 5, generated_tokens: 3 })
+        Ok(strata_core::Generation {
+            text: "Hello, there.".into(),
+            prompt_tokens: 5,
+            generated_tokens: 3,
+            reused_tokens: 0,
+        })
     }
 }
 

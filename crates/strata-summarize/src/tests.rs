@@ -229,6 +229,7 @@ impl Generator for Faulty {
                     text: data[start..data.find("</transcript>").unwrap()].to_string(),
                     prompt_tokens: 100,
                     generated_tokens: 100,
+                    reused_tokens: 0,
                 });
             }
             Faulty::Faithful => {
@@ -238,7 +239,7 @@ impl Generator for Faulty {
                  short status updates from now on."
             }
         };
-        Ok(Generation { text: text.to_string(), prompt_tokens: 100, generated_tokens: 20 })
+        Ok(Generation { text: text.to_string(), prompt_tokens: 100, generated_tokens: 20, reused_tokens: 0 })
     }
 }
 
@@ -348,7 +349,7 @@ impl Generator for Recorder {
         let end = data.find("</transcript>").unwrap();
         let text: Vec<&str> = data[start..end].lines().filter_map(|l| l.split_once(": ").map(|(_, t)| t)).collect();
         self.0.lock().unwrap().push(data.clone());
-        Ok(Generation { text: text.join(" "), prompt_tokens: 0, generated_tokens: 0 })
+        Ok(Generation { text: text.join(" "), prompt_tokens: 0, generated_tokens: 0, reused_tokens: 0 })
     }
 }
 

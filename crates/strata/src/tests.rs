@@ -360,7 +360,7 @@ impl Generator for Gate {
         // Answers with the prompt's first words: rejected by the keep-set check or not, the
         // point here is when it answers.
         let text: String = request.messages[1].content.split_whitespace().take(20).collect::<Vec<_>>().join(" ");
-        Ok(Generation { text, prompt_tokens: 0, generated_tokens: 0 })
+        Ok(Generation { text, prompt_tokens: 0, generated_tokens: 0, reused_tokens: 0 })
     }
 }
 

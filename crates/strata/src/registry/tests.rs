@@ -288,7 +288,9 @@ impl Generator for Scripted {
     fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
         self.prompts.lock().unwrap().push(request.clone());
         match self.answer {
-            Ok(text) => Ok(Generation { text: text.to_string(), prompt_tokens: 0, generated_tokens: 0 }),
+            Ok(text) => {
+                Ok(Generation { text: text.to_string(), prompt_tokens: 0, generated_tokens: 0, reused_tokens: 0 })
+            }
             Err(message) => Err(GenerateError::Backend { model: "scripted".into(), message: message.into() }),
         }
     }
@@ -509,7 +511,7 @@ impl Generator for Echo {
     fn generate(&self, request: &GenerateRequest) -> Result<Generation, GenerateError> {
         let prompt = &request.messages[1].content;
         let text: String = prompt.split_whitespace().take(request.max_tokens).collect::<Vec<_>>().join(" ");
-        Ok(Generation { text, prompt_tokens: 0, generated_tokens: 0 })
+        Ok(Generation { text, prompt_tokens: 0, generated_tokens: 0, reused_tokens: 0 })
     }
 }
 
