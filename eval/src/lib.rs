@@ -7,9 +7,11 @@
 //! single run's (the build times excepted, which no two runs share). Every metric is defined
 //! once, in [`metrics`], and documented in the README.
 
+pub mod answers;
 pub mod gate;
 pub mod metrics;
 pub mod plot;
+mod porter;
 pub mod report;
 pub mod retention;
 pub mod segmentation;
@@ -20,7 +22,7 @@ pub mod summaries;
 /// seed baselines, `segments`, `specific` and the tiered memory).
 pub const DEFAULT_STRATEGIES: &[&str] = strata::registry::NAMES;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -135,6 +137,14 @@ pub struct EvalConfig {
     pub save_contexts: bool,
     /// Strategies defined outside the project, chosen by name before the built-in ones.
     pub custom: CustomStrategies,
+    /// Answers: a reader model (`qwen`, `qwen1.5b`, `smollm2`, a GGUF path or `URL#MODEL`)
+    /// asked each question over each context; answers cached in the models folder's `.cache`.
+    pub reader: Option<String>,
+    /// A judge of the reader's answers (the same kinds of name), with the Mem0 prompt.
+    pub judge: Option<String>,
+    /// Put only this many questions of each category to the reader (the same ones for every
+    /// strategy); the abstention category is never asked.
+    pub sample: Option<usize>,
 }
 
 /// Strategies defined outside the project (the Python package registers its users' here),
@@ -176,6 +186,15 @@ pub struct RunConfig {
     /// tables; runs before it was recorded used the defaults of their commit).
     #[serde(default)]
     pub settings: StrategiesConfig,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reader: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub judge: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample: Option<usize>,
+    /// The reader's and the judge's prompts, with a reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompts: Option<answers::Prompts>,
 }
 
 fn default_embedder() -> String {
@@ -196,6 +215,9 @@ pub struct Results {
     /// Summaries against reference summaries, per dataset and method.
     #[serde(default)]
     pub summaries: Vec<summaries::SummaryRun>,
+    /// A reader's answers, per dataset, strategy, budget and mode (with `--reader`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<answers::AnswerRun>,
     pub config: RunConfig,
     /// Dataset name to the sha256 of its files.
     pub datasets: BTreeMap<String, String>,
@@ -214,6 +236,10 @@ pub struct Records {
     pub summaries: Vec<summaries::SummaryRecord>,
     /// Every context built, with `save_contexts`; not read back by `merge`.
     pub contexts: Vec<ContextRecord>,
+    /// The questions a reader will answer, with their contexts; never written.
+    pub questions: Vec<answers::Question>,
+    /// The reader's answers, scored.
+    pub answers: Vec<answers::AnswerRecord>,
 }
 
 impl Records {
@@ -221,6 +247,8 @@ impl Records {
         self.probes.extend(other.probes);
         self.builds.extend(other.builds);
         self.contexts.extend(other.contexts);
+        self.questions.extend(other.questions);
+        self.answers.extend(other.answers);
         self.segments.extend(other.segments);
         self.summaries.extend(other.summaries);
     }
@@ -300,6 +328,23 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         }
         Ok(reranking.clone())
     };
+    // The reader and the judge open first: a wrong name fails before hours of work.
+    let open_reader = |name: &str, role: &str| {
+        strata_models::cached_generator(name, &config.models_dir).with_context(|| {
+            format!("--{role} {name}: run `cargo xtask fetch-models`, or give a GGUF path or URL#MODEL")
+        })
+    };
+    let reader = match &config.reader {
+        Some(name) => Some(answers::Reader {
+            reader: open_reader(name, "reader")?,
+            judge: config.judge.as_deref().map(|j| open_reader(j, "judge")).transpose()?,
+            deadline: None,
+        }),
+        None if config.judge.is_some() => {
+            bail!(BadInput("--judge judges a reader's answers: give --reader too".into()))
+        }
+        None => None,
+    };
     let strategies: Vec<Arc<dyn Strategy>> = config
         .strategies
         .iter()
@@ -345,6 +390,12 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             Some(s) => (0..n).filter(|&i| s.takes(i)).count(),
             None => n,
         });
+        let shard = config.shard;
+        let taken = |i: usize| i < config.limit.unwrap_or(usize::MAX) && shard.is_none_or(|s| s.takes(i));
+        let ask = match &reader {
+            Some(_) if suites.retention => Some(sample(dataset, config.sample, taken)?),
+            _ => None,
+        };
         let plan = Plan {
             dataset: &dataset.name,
             strategies: &strategies,
@@ -352,21 +403,21 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             modes: &config.modes,
             counter: counter.clone(),
             save_contexts: config.save_contexts,
+            ask: ask.as_ref(),
         };
-        let bar = progress_bar(config.progress, &dataset.name, total);
+        let bar = progress_bar(config.progress, &dataset.name, total, "conversations");
         // Conversations are pulled lazily by the worker threads, so a streamed dataset is never
         // in memory whole; results are put back in order afterwards.
-        let shard = config.shard;
         let mut scored: Vec<(usize, Result<Records>)> = conversations
             .enumerate()
             .take(config.limit.unwrap_or(usize::MAX))
-            .filter(|(i, _)| shard.is_none_or(|s| s.takes(*i)))
+            .filter(|(i, _)| taken(*i))
             .par_bridge()
             .map(|(i, c)| {
                 let r = c.and_then(|c| {
                     let mut out = Records::default();
                     if suites.retention {
-                        (out.probes, out.builds, out.contexts) = retention::score_conversation(&plan, i, &c)?;
+                        out = retention::score_conversation(&plan, i, &c)?;
                     }
                     if suites.segmentation {
                         out.segments =
@@ -387,6 +438,12 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             records.extend(r?);
         }
     }
+    if let Some(reader) = &reader {
+        let mut questions = std::mem::take(&mut records.questions);
+        let bar = progress_bar(config.progress, "reader", Some(questions.len()), "answers");
+        records.answers = answers::ask(&mut questions, reader, &|| bar.inc(1));
+        bar.finish_and_clear();
+    }
     let run_config = RunConfig {
         datasets: names,
         strategies: config.strategies.clone(),
@@ -401,6 +458,10 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         embedder: config.embedder.clone(),
         reranker: config.reranker.clone(),
         settings: config.strategy_config.clone(),
+        reader: config.reader.clone(),
+        judge: config.judge.clone(),
+        sample: config.sample,
+        prompts: config.reader.as_ref().map(|_| answers::Prompts::current(config.judge.is_some())),
     };
     let mut outcome = finish(&config.out, run_config, hashes, commit(&config.repo_root), warnings, records)?;
     outcome.reranked = reranking.map(|r| r.counts());
@@ -423,7 +484,12 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<Outcome> {
             builds: read_jsonl(&dir.join("builds.jsonl"))?,
             segments: read_jsonl(&dir.join("segments.jsonl"))?,
             summaries: read_jsonl(&dir.join("summaries.jsonl"))?,
-            contexts: Vec::new(),
+            answers: if dir.join("answers.jsonl").exists() {
+                read_jsonl(&dir.join("answers.jsonl"))?
+            } else {
+                Vec::new()
+            },
+            ..Records::default()
         });
         let shard = results.config.shard;
         if let Some(f) = &first {
@@ -478,7 +544,18 @@ fn finish(
     let runs = report::aggregate(&records.probes, &records.builds, &config.datasets, &config.strategies);
     let segmentation = segmentation::aggregate(&records.segments, &config.datasets, &config.segmenters);
     let summaries = summaries::aggregate(&records.summaries, &config.datasets, &config.summarizers);
-    let results = Results { runs, segmentation, summaries, config, datasets, commit, warnings };
+    records.answers.sort_by(|a, b| {
+        (&a.dataset, &a.strategy, a.budget, a.mode, a.conversation_index, a.probe_index).cmp(&(
+            &b.dataset,
+            &b.strategy,
+            b.budget,
+            b.mode,
+            b.conversation_index,
+            b.probe_index,
+        ))
+    });
+    let answers = answers::aggregate(&records.answers, &config.datasets, &config.strategies);
+    let results = Results { runs, segmentation, summaries, answers, config, datasets, commit, warnings };
     write_outputs(out, &results, &records)?;
     let markdown = report::markdown(&results);
     Ok(Outcome { results, markdown, records, reranked: None })
@@ -490,23 +567,55 @@ pub fn check_baseline(results: &Results, baseline: &Path, tolerance: f64) -> Res
     Ok(gate::compare(&base, results, tolerance))
 }
 
-/// A bar with an ETA when the number of conversations is known, else a counting spinner. Both
-/// draw on stderr, and only when it is a terminal.
-fn progress_bar(enabled: bool, dataset: &str, total: Option<usize>) -> indicatif::ProgressBar {
+/// A bar with the rate and an ETA when the number of `unit`s is known, else a counting
+/// spinner. Both draw on stderr, and only when it is a terminal.
+fn progress_bar(enabled: bool, label: &str, total: Option<usize>, unit: &str) -> indicatif::ProgressBar {
     if !enabled {
         return indicatif::ProgressBar::hidden();
     }
     let (bar, template) = match total {
         Some(n) => (
             indicatif::ProgressBar::new(n as u64),
-            "{msg} [{bar:30}] {pos}/{len} conversations, {elapsed} elapsed, ETA {eta}",
+            format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, {{per_sec}}, {{elapsed}} elapsed, ETA {{eta}}"),
         ),
-        None => (indicatif::ProgressBar::new_spinner(), "{spinner} {msg}: {pos} conversations, {elapsed} elapsed"),
+        None => {
+            (indicatif::ProgressBar::new_spinner(), format!("{{spinner}} {{msg}}: {{pos}} {unit}, {{elapsed}} elapsed"))
+        }
     };
-    bar.set_style(indicatif::ProgressStyle::with_template(template).expect("a valid template").progress_chars("=> "));
-    bar.set_message(dataset.to_string());
+    bar.set_style(indicatif::ProgressStyle::with_template(&template).expect("a valid template").progress_chars("=> "));
+    bar.set_message(label.to_string());
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
+}
+
+/// The probes a reader answers, as (conversation index, probe index): with `per_category`,
+/// that many of each category across the conversations `taken` accepts, chosen by the hash of
+/// their conversation and probe ids (the same sample for every strategy and every run); else
+/// all. Abstention questions are never asked: their answer is that the conversation does not
+/// say, which LoCoMo and the published tables score apart.
+fn sample(
+    dataset: &Dataset,
+    per_category: Option<usize>,
+    taken: impl Fn(usize) -> bool,
+) -> Result<BTreeSet<(usize, usize)>> {
+    let (conversations, _) = dataset.conversations()?;
+    let mut by_category: BTreeMap<String, Vec<(String, usize, usize)>> = BTreeMap::new();
+    for (i, c) in conversations.enumerate() {
+        if !taken(i) {
+            continue;
+        }
+        let c = c?;
+        for (pi, p) in c.probes.iter().enumerate().filter(|(_, p)| !retention::is_abstention(p)) {
+            let key = strata_text::sha256_hex(format!("{}\0{}", c.id, p.id).as_bytes())?;
+            by_category.entry(p.category.clone().unwrap_or_default()).or_default().push((key, i, pi));
+        }
+    }
+    let mut chosen = BTreeSet::new();
+    for mut probes in by_category.into_values() {
+        probes.sort();
+        chosen.extend(probes.into_iter().take(per_category.unwrap_or(usize::MAX)).map(|(_, i, pi)| (i, pi)));
+    }
+    Ok(chosen)
 }
 
 fn commit(repo_root: &Path) -> String {
@@ -570,6 +679,21 @@ fn write_outputs(out: &Path, results: &Results, records: &Records) -> Result<()>
             &out.join("contexts.jsonl"),
             jsonl(&mut records.contexts.iter().map(serde_json::to_string))?.as_bytes(),
         )?;
+    }
+    if !records.answers.is_empty() {
+        write_atomic(
+            &out.join("answers.jsonl"),
+            jsonl(&mut records.answers.iter().map(serde_json::to_string))?.as_bytes(),
+        )?;
+        for dataset in &results.config.datasets {
+            let runs: Vec<&answers::AnswerRun> = results.answers.iter().filter(|r| &r.dataset == dataset).collect();
+            if runs.is_empty() {
+                continue;
+            }
+            let tmp = out.join(format!("answers-{dataset}.svg.tmp"));
+            plot::answers(&tmp, dataset, &runs)?;
+            std::fs::rename(&tmp, out.join(format!("answers-{dataset}.svg")))?;
+        }
     }
     write_atomic(&out.join("results.csv"), report::csv(&results.runs).as_bytes())?;
     write_atomic(&out.join("results.md"), report::markdown(results).as_bytes())?;

@@ -1,5 +1,6 @@
-//! The metrics, each defined here once: answer normalisation and recall (SQuAD style),
-//! segmentation (Pk, WindowDiff, boundary F1) and ROUGE-1/2/L.
+//! The metrics, each defined here once: answer normalisation and recall (SQuAD style), a
+//! reader's answer against the gold one (LoCoMo's token F1, BLEU-1), segmentation (Pk,
+//! WindowDiff, boundary F1) and ROUGE-1/2/L.
 
 use std::collections::{HashMap, HashSet};
 
@@ -54,6 +55,103 @@ impl ScoredText {
         let present = words.iter().filter(|w| self.words.contains(**w)).count();
         present as f64 / words.len() as f64
     }
+}
+
+/// LoCoMo's answer normalisation (`normalize_answer` in its `task_eval/evaluation.py`): commas
+/// removed, lowercase, ASCII punctuation removed, the words "a", "an", "the" and "and" removed,
+/// whitespace folded.
+pub fn locomo_normalize(text: &str) -> String {
+    let lower = text.replace(',', "").to_lowercase();
+    let no_punct: String = lower.chars().filter(|c| !c.is_ascii_punctuation()).collect();
+    no_punct.split_whitespace().filter(|w| !matches!(*w, "a" | "an" | "the" | "and")).collect::<Vec<_>>().join(" ")
+}
+
+/// LoCoMo's token F1 of a predicted answer against one gold answer: both normalised, every word
+/// Porter-stemmed (NLTK's stemmer), overlap counted with multiplicity.
+pub fn token_f1(prediction: &str, gold: &str) -> f64 {
+    let stems = |t: &str| -> Vec<String> {
+        locomo_normalize(t).split(' ').filter(|w| !w.is_empty()).map(crate::porter::stem).collect()
+    };
+    let (p, g) = (stems(prediction), stems(gold));
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for w in &g {
+        *counts.entry(w.as_str()).or_default() += 1;
+    }
+    let mut same = 0usize;
+    for w in &p {
+        if let Some(c) = counts.get_mut(w.as_str()).filter(|c| **c > 0) {
+            *c -= 1;
+            same += 1;
+        }
+    }
+    if same == 0 {
+        return 0.0;
+    }
+    let (precision, recall) = (same as f64 / p.len() as f64, same as f64 / g.len() as f64);
+    2.0 * precision * recall / (precision + recall)
+}
+
+/// LoCoMo's F1 for a question of `category`, as its evaluation scores each: a multi-hop answer
+/// is a comma-separated list (each gold part scored by its best predicted part, then averaged);
+/// an open-domain gold answer counts up to its first `;`; the others are one answer.
+pub fn answer_f1(prediction: &str, gold: &str, category: &str) -> f64 {
+    match category {
+        "multi-hop" => {
+            let predicted: Vec<&str> = prediction.split(',').map(str::trim).collect();
+            let golds: Vec<&str> = gold.split(',').map(str::trim).collect();
+            let best = |g: &str| predicted.iter().map(|p| token_f1(p, g)).fold(0.0, f64::max);
+            golds.iter().map(|g| best(g)).sum::<f64>() / golds.len() as f64
+        }
+        "open-domain" => token_f1(prediction, gold.split(';').next().unwrap_or("").trim()),
+        _ => token_f1(prediction, gold),
+    }
+}
+
+/// Words and punctuation marks, lowercased: close to NLTK's `word_tokenize`, which the Mem0
+/// evaluation's BLEU-1 reads (it also splits contractions, which this does not).
+pub fn bleu_tokens(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut word = String::new();
+    for c in text.to_lowercase().chars() {
+        if c.is_alphanumeric() {
+            word.push(c);
+            continue;
+        }
+        if !word.is_empty() {
+            out.push(std::mem::take(&mut word));
+        }
+        if !c.is_whitespace() {
+            out.push(c.to_string());
+        }
+    }
+    if !word.is_empty() {
+        out.push(word);
+    }
+    out
+}
+
+/// Sentence BLEU-1 of a prediction against one reference, as NLTK's `sentence_bleu` with
+/// weights (1, 0, 0, 0) gives it: clipped unigram precision times the brevity penalty; 0 when
+/// no word matches.
+pub fn bleu1(prediction: &str, reference: &str) -> f64 {
+    let (p, r) = (bleu_tokens(prediction), bleu_tokens(reference));
+    let mut counts: HashMap<&str, usize> = HashMap::new();
+    for w in &r {
+        *counts.entry(w.as_str()).or_default() += 1;
+    }
+    let mut clipped = 0usize;
+    for w in &p {
+        if let Some(c) = counts.get_mut(w.as_str()).filter(|c| **c > 0) {
+            *c -= 1;
+            clipped += 1;
+        }
+    }
+    if clipped == 0 {
+        return 0.0;
+    }
+    let (c, rl) = (p.len() as f64, r.len() as f64);
+    let brevity = if c > rl { 1.0 } else { (1.0 - rl / c).exp() };
+    brevity * clipped as f64 / c
 }
 
 /// Segment boundaries as a bit per gap: `bits[i]` says a new segment starts at unit `i + 1`.

@@ -1,11 +1,12 @@
-//! SVG charts of a run: the Pareto front of token reduction against recall, and recall per
-//! question category.
+//! SVG charts of a run: the Pareto front of token reduction against recall, recall per
+//! question category, and a reader's scores against the tokens each question cost.
 
 use std::path::Path;
 
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
+use crate::answers::AnswerRun;
 use crate::report::Run;
 use crate::retention::Mode;
 
@@ -146,6 +147,63 @@ pub fn categories(
         .border_style(BLACK)
         .draw()
         .map_err(err)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// A reader's F1 (left) and, with a judge, its accuracy (right) against the mean context
+/// tokens per question (log scale), one series per strategy and mode, points joined in budget
+/// order and labelled with it: what each token buys in answers.
+pub fn answers(path: &Path, dataset: &str, runs: &[&AnswerRun]) -> Result<()> {
+    let root = SVGBackend::new(path, (1100, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let max_tokens = runs.iter().map(|r| r.context_tokens).fold(1.0f64, f64::max) * 1.5;
+    let mut series: Vec<(String, Mode)> = runs.iter().map(|r| (r.strategy.clone(), r.mode)).collect();
+    series.dedup();
+    series.sort();
+    series.dedup();
+    let judged = runs.iter().any(|r| r.scores.judge.is_some());
+    let panels = root.split_evenly((1, 2));
+    type Metric = fn(&AnswerRun) -> Option<f64>;
+    let metrics: [(&str, Metric); 2] = [("F1", |r| Some(r.scores.f1)), ("judge", |r| r.scores.judge)];
+    for (panel, (label, metric)) in panels.iter().zip(metrics) {
+        if label == "judge" && !judged {
+            continue;
+        }
+        let mut chart = ChartBuilder::on(panel)
+            .caption(format!("{dataset}: reader {label} vs context tokens per question"), ("sans-serif", 16))
+            .margin(12)
+            .x_label_area_size(36)
+            .y_label_area_size(44)
+            .build_cartesian_2d((50f64..max_tokens).log_scale(), 0f64..1.05f64)
+            .map_err(err)?;
+        chart.configure_mesh().x_desc("context tokens per question").y_desc(label).draw().map_err(err)?;
+        for (i, (strategy, mode)) in series.iter().enumerate() {
+            let color = COLORS[i % COLORS.len()];
+            let mut points: Vec<(f64, f64, usize)> = runs
+                .iter()
+                .filter(|r| &r.strategy == strategy && r.mode == *mode)
+                .filter_map(|r| Some((r.context_tokens.max(50.0), metric(r)?, r.budget)))
+                .collect();
+            points.sort_by_key(|p| p.2);
+            if points.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(LineSeries::new(points.iter().map(|p| (p.0, p.1)), color.stroke_width(2)))
+                .map_err(err)?
+                .label(format!("{strategy} ({})", mode.as_str()))
+                .legend(move |(x, y)| Rectangle::new([(x, y - 4), (x + 12, y + 4)], color.filled()));
+            chart.draw_series(points.iter().map(|p| Circle::new((p.0, p.1), 4, color.filled()))).map_err(err)?;
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+    }
     root.present().map_err(err)?;
     Ok(())
 }

@@ -241,6 +241,12 @@ pub fn markdown(results: &crate::Results) -> String {
             );
         }
     }
+    if !results.answers.is_empty() {
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(&crate::answers::markdown(&results.answers));
+    }
     out
 }
 

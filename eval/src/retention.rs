@@ -9,7 +9,9 @@ use anyhow::{Context as _, Result};
 use serde::{Deserialize, Serialize};
 use strata_core::{Context, Conversation, History, Probe, Strategy, TokenCounter};
 
+use crate::answers::Question;
 use crate::metrics::ScoredText;
+use crate::Records;
 
 /// Whether the strategy may see the question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -84,6 +86,9 @@ pub struct Plan<'a> {
     pub counter: Arc<dyn TokenCounter>,
     /// Keep every context built, beside its build record (`--save-contexts`).
     pub save_contexts: bool,
+    /// The probes (conversation index, probe index) a reader will answer: their contexts are
+    /// kept as [`Question`]s.
+    pub ask: Option<&'a BTreeSet<(usize, usize)>>,
 }
 
 /// A context the harness built and scored, as `--save-contexts` writes it to `contexts.jsonl`:
@@ -135,11 +140,7 @@ pub(crate) fn is_abstention(p: &Probe) -> bool {
 /// Probes are grouped by the turn they are asked after; the history grows turn by turn to each
 /// position in order, so a conversation is tokenised once whatever its number of probes. In
 /// question-agnostic mode one context serves every probe at a position.
-pub fn score_conversation(
-    plan: &Plan<'_>,
-    index: usize,
-    conversation: &Conversation,
-) -> Result<(Vec<ProbeRecord>, Vec<BuildRecord>, Vec<ContextRecord>)> {
+pub fn score_conversation(plan: &Plan<'_>, index: usize, conversation: &Conversation) -> Result<Records> {
     let mut probes_at: Vec<(usize, usize)> = Vec::new();
     for (pi, p) in conversation.probes.iter().enumerate() {
         let pos = match &p.after {
@@ -154,6 +155,8 @@ pub fn score_conversation(
     let mut records = Vec::new();
     let mut builds = Vec::new();
     let mut contexts = Vec::new();
+    let mut questions = Vec::new();
+    let asked = |pi: usize| plan.ask.is_some_and(|a| a.contains(&(index, pi)));
     let mut history = History::new(&conversation.id, plan.counter.clone());
     let mut k = 0;
     while k < probes_at.len() {
@@ -209,8 +212,26 @@ pub fn score_conversation(
                     mode,
                     context: ctx.clone(),
                 };
+                let question = |mode: Mode, pi: usize, context: &Arc<Context>| {
+                    let probe = &conversation.probes[pi];
+                    Question {
+                        dataset: plan.dataset.to_string(),
+                        conversation_index: index,
+                        conversation: conversation.id.clone(),
+                        probe_index: pi,
+                        probe: probe.id.clone(),
+                        category: probe_category(probe),
+                        strategy: strategy.name().to_string(),
+                        budget,
+                        mode,
+                        question: probe.question.clone(),
+                        gold: probe.answer.clone(),
+                        context: context.clone(),
+                    }
+                };
                 let (shared, ms) = timed(None)?;
                 let shared_scored = Scored::new(&shared);
+                let shared = Arc::new(shared);
                 for &mode in plan.modes {
                     let per_probe = mode == Mode::Aware && strategy.question_aware();
                     if !per_probe {
@@ -229,8 +250,14 @@ pub fn score_conversation(
                                 contexts.push(context_record(mode, &probe.id, &ctx));
                             }
                             own = Scored::new(&ctx);
+                            if asked(pi) {
+                                questions.push(question(mode, pi, &Arc::new(ctx)));
+                            }
                             &own
                         } else {
+                            if asked(pi) {
+                                questions.push(question(mode, pi, &shared));
+                            }
                             &shared_scored
                         };
                         records.push(score(
@@ -249,7 +276,7 @@ pub fn score_conversation(
             }
         }
     }
-    Ok((records, builds, contexts))
+    Ok(Records { probes: records, builds, contexts, questions, ..Records::default() })
 }
 
 #[allow(clippy::too_many_arguments)]

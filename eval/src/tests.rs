@@ -178,6 +178,7 @@ fn the_harness_holds_every_bounded_strategy_to_its_budget() {
             modes: &[Mode::Agnostic],
             counter: Arc::new(strata_tokens::Tiktoken::o200k()),
             save_contexts: false,
+            ask: None,
         };
         score_conversation(&plan, 0, &conversation)
     };

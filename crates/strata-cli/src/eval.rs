@@ -101,6 +101,18 @@ struct RunArgs {
     /// was built after and its probe: what `strata compress --at` rebuilds.
     #[arg(long)]
     save_contexts: bool,
+    /// Ask a reader model each question over each context and score its answers (LoCoMo's
+    /// token F1, BLEU-1): qwen, qwen1.5b, smollm2, a GGUF file, or URL#MODEL. Answers are cached
+    /// in the models folder's .cache, so a rerun asks nothing again.
+    #[arg(long, value_name = "NAME|PATH|URL#MODEL")]
+    reader: Option<String>,
+    /// Judge the reader's answers CORRECT or WRONG with the Mem0 evaluation's prompt (the same
+    /// kinds of model as --reader).
+    #[arg(long, value_name = "NAME|PATH|URL#MODEL")]
+    judge: Option<String>,
+    /// Put only N questions of each category to the reader, the same ones for every strategy.
+    #[arg(long, value_name = "N")]
+    sample: Option<usize>,
     /// Hide the progress bar.
     #[arg(long)]
     quiet: bool,
@@ -172,6 +184,9 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 reranker: a.reranker,
                 save_contexts: a.save_contexts,
                 custom: Default::default(),
+                reader: a.reader,
+                judge: a.judge,
+                sample: a.sample,
             };
             let folder = config.out.clone();
             let embeds = config.embedder != "none" && config.strategies.iter().any(|s| strata::registry::embeds(s));
@@ -210,6 +225,11 @@ fn report(outcome: Outcome, gate: &Gate, folder: &Path) -> Result<String> {
         s.push_str(&format!("\n{}\n", strata_eval::report::LEGEND));
         let mut rest = results.clone();
         rest.runs.clear();
+        if !results.answers.is_empty() {
+            s.push('\n');
+            s.push_str(strata_eval::answers::LEGEND);
+            s.push('\n');
+        }
         let others = strata_eval::report::markdown(&rest);
         if !others.is_empty() {
             s.push('\n');

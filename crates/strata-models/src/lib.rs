@@ -14,7 +14,9 @@ pub mod table;
 mod open;
 
 #[cfg(feature = "open")]
-pub use open::{cached_embedder, cached_reranker, checkout_models, dir, embedder, generator, reranker, OpenError};
+pub use open::{
+    cached_embedder, cached_generator, cached_reranker, checkout_models, dir, embedder, generator, reranker, OpenError,
+};
 
 #[cfg(all(test, feature = "open"))]
 mod tests;

@@ -71,6 +71,17 @@ pub fn cached_reranker(name: &str, models_dir: &Path) -> Result<Arc<dyn Reranker
     Ok(Arc::new(strata_candle::CachedReranker::open(model, &models_dir.join(".cache"))?))
 }
 
+/// As [`generator`], with an endpoint's answers cached on disk too (by `MODEL@URL`, prompt and
+/// token limit): for a batch job such as the harness's reader, whose reruns should cost nothing.
+/// Clear `models_dir/.cache/generations` when the model behind the name changes.
+pub fn cached_generator(name: &str, models_dir: &Path) -> Result<Arc<dyn Generator>, OpenError> {
+    if strata_http::HttpConfig::is_endpoint(name) {
+        let http = strata_http::HttpGenerator::new(strata_http::HttpConfig::parse(name)?);
+        return Ok(Arc::new(strata_candle::CachedGenerator::open(http, &models_dir.join(".cache"))?));
+    }
+    generator(name, models_dir)
+}
+
 /// The chat model `name` selects: a local one (`qwen`, `qwen1.5b`, `smollm2` or a GGUF path)
 /// from `models_dir`, read on its first uncached prompt, its answers cached on disk under
 /// `models_dir/.cache`; or an OpenAI-compatible endpoint, `URL#MODEL`, asked afresh every time

@@ -13,12 +13,12 @@ use crate::{list_of_dicts, to_python};
 
 /// Runs the evaluation and returns `results` (what `results.json` holds), `records` (one per
 /// probe, strategy, budget and mode), `builds` (one per context built), `segments`,
-/// `summaries` and `markdown` (the CLI's table). The Python wrapper in `strata/__init__.py`
+/// `summaries`, `answers` (one per question a reader answered) and `markdown` (the CLI's table). The Python wrapper in `strata/__init__.py`
 /// makes an `EvalResult` of it.
 #[pyfunction]
 #[pyo3(signature = (
     datasets, strategies, budgets, mode, tokenizer, out, config, data_dir, models_dir, embedder,
-    reranker, model, limit, segmenters, summarizers, progress, root
+    reranker, model, limit, segmenters, summarizers, progress, root, reader=None, judge=None, sample=None
 ))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn run_eval<'py>(
@@ -40,6 +40,9 @@ pub(crate) fn run_eval<'py>(
     summarizers: Vec<String>,
     progress: bool,
     root: Option<PathBuf>,
+    reader: Option<String>,
+    judge: Option<String>,
+    sample: Option<usize>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let modes = match mode {
         "agnostic" => vec![Mode::Agnostic],
@@ -86,6 +89,9 @@ pub(crate) fn run_eval<'py>(
         reranker,
         save_contexts: false,
         custom,
+        reader,
+        judge,
+        sample,
     };
     let outcome = py.detach(|| strata_eval::run(&config)).into_py()?;
     let d = PyDict::new(py);
@@ -94,6 +100,7 @@ pub(crate) fn run_eval<'py>(
     d.set_item("builds", list_of_dicts(py, &outcome.records.builds)?)?;
     d.set_item("segments", list_of_dicts(py, &outcome.records.segments)?)?;
     d.set_item("summaries", list_of_dicts(py, &outcome.records.summaries)?)?;
+    d.set_item("answers", list_of_dicts(py, &outcome.records.answers)?)?;
     d.set_item("markdown", outcome.markdown)?;
     d.set_item("out", out)?;
     Ok(d)

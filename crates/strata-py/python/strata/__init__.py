@@ -107,6 +107,8 @@ class EvalResult:
         self.builds: List[dict] = raw["builds"]
         self.segments: List[dict] = raw["segments"]
         self.summaries: List[dict] = raw["summaries"]
+        self.answer_runs: List[dict] = raw["results"].get("answers", [])
+        self.answers: List[dict] = raw["answers"]
         self.markdown: str = raw["markdown"]
         self.out: Optional[str] = None if raw["out"] is None else os.fspath(raw["out"])
 
@@ -176,6 +178,9 @@ def eval(
     summarizers: Sequence[str] = ("lead-3",),
     progress: bool = True,
     root: Optional[Union[str, os.PathLike]] = None,
+    reader: Optional[str] = None,
+    judge: Optional[str] = None,
+    sample: Optional[int] = None,
 ) -> EvalResult:
     """Scores strategies' retention and token reduction, as ``strata eval`` does.
 
@@ -186,7 +191,11 @@ def eval(
     where to write ``results.json``, the records and the charts (default: nowhere kept).
     ``embedder``: ``minilm``, ``nomic`` or ``bge``; ``reranker``: ``msmarco`` reranks the tiered
     memory's recall candidates with a cross-encoder, ``none`` keeps the fused order.
-    ``limit``: only the first N conversations of each dataset. ``progress``: a progress bar on
+    ``limit``: only the first N conversations of each dataset. ``reader``: a model (``qwen``,
+    ``qwen1.5b``, ``smollm2``, a GGUF path, or an OpenAI-compatible ``URL#MODEL``) asked each
+    question over each context, its answers scored by F1 and BLEU-1 (and by ``judge``, a model
+    of the same kinds, with the Mem0 judge prompt); ``sample``: only that many questions per
+    category are put to it. ``progress``: a progress bar on
     stderr when it is a terminal. Public datasets are read from ``data_dir``, else
     ``$STRATA_DATA``, else ``../shared/datasets`` beside the checkout ``root`` (default: the
     current directory or the nearest folder above it holding ``datasets/probes/``).
@@ -212,6 +221,9 @@ def eval(
         list(summarizers),
         progress,
         None if root is None else os.fspath(root),
+        reader=reader,
+        judge=judge,
+        sample=sample,
     )
     return EvalResult(raw)
 
