@@ -317,6 +317,20 @@ def test_eval_names_the_rerankers_it_knows():
         strata.eval(["locomo"], ["tiered"], [1000], mode="aware", limit=1, reranker="bogus", progress=False)
 
 
+def test_eval_asks_a_reader_and_scores_its_answers():
+    result = strata.eval(
+        ["locomo"], ["window"], [1000], mode="agnostic", limit=1, sample=1, reader="smollm2", progress=False
+    )
+    assert sorted(a["category"] for a in result.answers) == ["multi-hop", "open-domain", "single-hop", "temporal"]
+    assert all(0.0 <= a["f1"] <= 1.0 and a["prompt_tokens"] > 0 for a in result.answers)
+    (run,) = result.answer_runs
+    assert (run["strategy"], run["questions"]) == ("window", 4)
+    assert run["f1"] == pytest.approx(sum(a["f1"] for a in result.answers) / 4)
+    assert result.results["config"]["prompts"]["answer_tokens"] == 32
+    with pytest.raises(strata.InputError, match="--judge judges a reader's answers"):
+        strata.eval(["locomo"], ["window"], [1000], limit=1, judge="smollm2", progress=False)
+
+
 def test_the_stubs_cover_every_public_name():
     """Editors complete from the stubs: every public name of the native module, and every
     public method and property of its classes, is declared there and has a docstring."""
