@@ -18,3 +18,17 @@ pub(crate) fn dir(arg: Option<&Path>) -> PathBuf {
 pub(crate) fn generator(name: Option<&str>, models_dir: Option<&Path>) -> Result<Option<Arc<dyn Generator>>> {
     Ok(name.map(|name| strata_models::generator(name, &dir(models_dir))).transpose()?)
 }
+
+/// The reranking stage `--reranker` names (`msmarco`), or none for `none`: the cross-encoder
+/// from `--models-dir` (see [`dir`]), with `deadline` per context.
+pub(crate) fn reranking(
+    name: &str,
+    models_dir: Option<&Path>,
+    deadline: Option<std::time::Duration>,
+) -> Result<Option<Arc<strata::Reranking>>> {
+    if name == "none" {
+        return Ok(None);
+    }
+    let model = strata_models::reranker(name, &dir(models_dir))?;
+    Ok(Some(Arc::new(strata::Reranking::new(model, deadline))))
+}

@@ -165,13 +165,11 @@ pub(crate) fn run(args: Args) -> Result<String> {
         )?),
     };
     let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
-    let reranker = match args.reranker.as_str() {
-        "none" => None,
-        name => Some(Arc::new(strata::Reranking::new(
-            strata_models::reranker(name, &models)?,
-            Some(std::time::Duration::from_millis(args.rerank_ms)),
-        ))),
-    };
+    let reranker = crate::models::reranking(
+        &args.reranker,
+        args.models_dir.as_deref(),
+        Some(std::time::Duration::from_millis(args.rerank_ms)),
+    )?;
     let parts = Parts { counter, embedder, generator, embed_queue: None, reranker };
     let db = store.location().to_string();
     strata_server::run(config, store, parts, |addr| {

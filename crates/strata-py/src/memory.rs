@@ -33,11 +33,13 @@ impl Memory {
     /// with a local model (`"qwen"`, `"smollm2"`, a GGUF path) or an OpenAI-compatible endpoint
     /// (`URL#MODEL`) instead of extractively. `clock="system"` reads the clock for the time
     /// triggers; `"last_turn"` takes "now" from the newest turn (replaying a transcript).
+    /// `reranker="msmarco"` reorders recall's deeper candidates for a question with the
+    /// cross-encoder (about a second a question on two cores; no time limit).
     #[new]
     #[pyo3(signature = (
         db="memory.db", budget=8000, embedder=Some("minilm".to_string()), model=None, *,
-        conversation="default", tokenizer="o200k", models_dir=None, config=None, clock="system"
-    ), text_signature = "(db=\"memory.db\", budget=8000, embedder=\"minilm\", model=None, *, conversation=\"default\", tokenizer=\"o200k\", models_dir=None, config=None, clock=\"system\")")]
+        conversation="default", tokenizer="o200k", models_dir=None, config=None, clock="system", reranker="none"
+    ), text_signature = "(db=\"memory.db\", budget=8000, embedder=\"minilm\", model=None, *, conversation=\"default\", tokenizer=\"o200k\", models_dir=None, config=None, clock=\"system\", reranker=\"none\")")]
     #[allow(clippy::too_many_arguments)]
     fn py_new(
         py: Python<'_>,
@@ -50,6 +52,7 @@ impl Memory {
         models_dir: Option<PathBuf>,
         config: Option<&Bound<'_, PyAny>>,
         clock: &str,
+        reranker: &str,
     ) -> PyResult<Memory> {
         let clock = match clock {
             "system" => Clock::System,
@@ -67,6 +70,14 @@ impl Memory {
             None => None,
             Some(name) => Some(py.detach(|| strata_models::generator(name, &models)).into_py()?),
         };
+        let reranker = match reranker {
+            "none" => None,
+            "msmarco" => {
+                let model = py.detach(|| strata_models::reranker(reranker, &models)).into_py()?;
+                Some(Arc::new(strata::Reranking::new(model, None)))
+            }
+            r => return Err(input_error(format!("Memory: reranker `{r}`: expected msmarco or none"))),
+        };
         let mut memory_config = MemoryConfig::for_budget(conversation, budget);
         memory_config.clock = clock;
         memory_config.layout.tiered = tiered;
@@ -77,7 +88,7 @@ impl Memory {
             SqliteStore::open(std::path::Path::new(db))
         };
         let store = Arc::new(store.into_py()?);
-        let parts = Parts { counter, embedder, generator, embed_queue: None, reranker: None };
+        let parts = Parts { counter, embedder, generator, embed_queue: None, reranker };
         let memory = py.detach(|| strata::Memory::with_store(store, memory_config, parts)).into_py()?;
         Ok(Memory { inner: Mutex::new(memory), budget, live: clock == Clock::System })
     }

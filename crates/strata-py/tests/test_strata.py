@@ -199,6 +199,25 @@ def test_memory_stores_recalls_and_reopens(locomo_first, tmp_path):
     assert pushed.id == "m120" and len(again) == 121
 
 
+def test_memory_reranks_with_the_cross_encoder(locomo_first):
+    turns = locomo_first.turns[:200]
+    target = turns[40]
+
+    def context(reranker):
+        memory = strata.Memory(":memory:", budget=1000, conversation=locomo_first.id, clock="last_turn", reranker=reranker)
+        for t in turns:
+            memory.push(t)
+        memory.settle()
+        return memory.context(budget=1000, question=target.content)
+
+    plain, reranked = context("none"), context("msmarco")
+    assert reranked.total_tokens <= 1000 and target.id in reranked.verbatim_ids()
+    # The cross-encoder reorders what recall found past its first candidates.
+    assert plain.verbatim_ids() != reranked.verbatim_ids()
+    with pytest.raises(strata.InputError, match="reranker `bogus`: expected msmarco or none"):
+        strata.Memory(":memory:", reranker="bogus")
+
+
 def test_memory_refuses_a_bad_turn_and_keeps_the_rest(tmp_path):
     memory = strata.Memory(":memory:", budget=500, embedder=None)
     memory.push({"role": "user", "content": "first", "timestamp": "2024-01-01T00:00:00Z"})

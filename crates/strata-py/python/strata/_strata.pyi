@@ -196,10 +196,12 @@ class Memory:
         models_dir: Optional[Union[str, os.PathLike[str]]] = None,
         config: Optional[Union[Mapping[str, Any], str, os.PathLike[str]]] = None,
         clock: str = "system",
+        reranker: str = "none",
     ) -> None:
         """``db``: a SQLite file, or ``":memory:"``. ``embedder``: minilm, nomic or None (words
         only). ``model``: summarise with qwen, qwen1.5b, smollm2, a GGUF path or ``URL#MODEL``.
-        ``clock``: ``"system"``, or ``"last_turn"`` when replaying a transcript."""
+        ``clock``: ``"system"``, or ``"last_turn"`` when replaying a transcript. ``reranker``:
+        ``"msmarco"`` reorders recall's deeper candidates with a cross-encoder."""
     def push(
         self,
         turn: Optional[Union[Turn, Mapping[str, Any]]] = None,
