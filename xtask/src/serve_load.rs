@@ -24,6 +24,9 @@ struct Options {
     turns: usize,
     budget: usize,
     embedder: String,
+    /// The cross-encoder the server reranks recall with (`--reranker`, with its default
+    /// time limit per context), or `none`.
+    reranker: String,
     bin: PathBuf,
 }
 
@@ -39,6 +42,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         turns: 40,
         budget: 8000,
         embedder: "none".to_string(),
+        reranker: "none".to_string(),
         bin: root.join("target/release/strata"),
     };
     let mut it = args.iter();
@@ -49,6 +53,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             "--turns" => o.turns = value()?.parse()?,
             "--budget" => o.budget = value()?.parse()?,
             "--embedder" => o.embedder = value()?.clone(),
+            "--reranker" => o.reranker = value()?.clone(),
             "--bin" => o.bin = PathBuf::from(value()?),
             other => bail!("serve-load: unknown argument `{other}`"),
         }
@@ -58,14 +63,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let work = root.join("target/serve-load");
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)?;
-    if o.embedder != "none" {
+    if o.embedder != "none" || o.reranker != "none" {
         o.models = Some(cold_models(&crate::models::models_dir(root), &work.join("models"))?);
     }
 
     let upstream = Upstream::start()?;
     println!(
-        "serve-load: {} conversations x {} turns at once, budget {}, embedder {}, upstream answering at once",
-        o.conversations, o.turns, o.budget, o.embedder
+        "serve-load: {} conversations x {} turns at once, budget {}, embedder {}, reranker {}, upstream answering at once",
+        o.conversations, o.turns, o.budget, o.embedder, o.reranker
     );
     let direct = drive(&format!("http://{}/v1", upstream.addr), &o, &texts, None)?;
     report("direct to the upstream", &direct);
@@ -250,6 +255,8 @@ impl Server {
             &o.budget.to_string(),
             "--embedder",
             &o.embedder,
+            "--reranker",
+            &o.reranker,
         ]
         .iter()
         .map(|s| s.to_string())
