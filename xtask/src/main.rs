@@ -35,7 +35,8 @@ tasks:
   long-transcript --turns N --out FILE
                            write one conversation of N turns: LoCoMo's turns cycled, roles
                            alternating, three minutes apart (for `strata replay` at scale)
-  serve-load [--conversations N] [--turns N] [--budget N] [--embedder NAME] [--bin PATH]
+  serve-load [--conversations N] [--turns N] [--budget N] [--embedder NAME] [--reranker NAME]
+             [--bin PATH]
                            50 x 40 conversations at once through `strata serve` (target/release/strata)
                            against an upstream that answers at once: latency against the same
                            run sent straight to the upstream; then killed (SIGKILL) halfway and

@@ -86,7 +86,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         plain.rate() / direct.rate()
     );
     let metrics = get_text(&format!("{}/metrics", server.root()))?;
-    for line in metrics.lines().filter(|l| l.starts_with("strata_token") || l.starts_with("strata_requests_total")) {
+    for line in metrics.lines().filter(|l| {
+        l.starts_with("strata_token") || l.starts_with("strata_requests_total") || l.starts_with("strata_rerank")
+    }) {
         println!("  {line}");
     }
     let lost = verify(&server.base, &o, &plain.lists)?;

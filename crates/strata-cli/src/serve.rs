@@ -66,7 +66,8 @@ pub(crate) struct Args {
     #[arg(long, default_value = "none", value_parser = ["msmarco", "none"])]
     reranker: String,
     /// With --reranker: milliseconds one context may spend reranking; candidates not yet
-    /// scored keep the fused order.
+    /// scored keep the fused order. Each model call is sized by the pace of the one before,
+    /// so a context overruns it by at most one passage.
     #[arg(long, default_value_t = 300, value_name = "MS")]
     rerank_ms: u64,
     /// Summarise with a model (qwen, qwen1.5b, smollm2, a GGUF path, or URL#MODEL) instead of

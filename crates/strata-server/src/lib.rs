@@ -248,14 +248,16 @@ impl AppState {
     }
 
     /// Open conversations, the summaries they have pending (a memory busy with a request is
-    /// skipped rather than waited for) and the turns waiting for their vectors.
+    /// skipped rather than waited for), the turns waiting for their vectors, and what the
+    /// reranker did.
     fn census(&self) -> Census {
         let slots: Vec<Slot> =
             self.memories.lock().unwrap_or_else(|p| p.into_inner()).values().map(|(s, _)| s.clone()).collect();
         let summaries =
             slots.iter().filter_map(|s| s.try_lock().ok().and_then(|m| m.as_ref().map(Memory::pending))).sum();
         let embeddings = self.parts.embed_queue.as_ref().map_or(0, |q| q.pending());
-        Census { conversations: slots.len(), summaries, embeddings }
+        let reranked = self.parts.reranker.as_ref().map_or((0, 0), |r| r.counts());
+        Census { conversations: slots.len(), summaries, embeddings, reranked }
     }
 }
 
@@ -265,6 +267,8 @@ pub(crate) struct Census {
     pub(crate) conversations: usize,
     pub(crate) summaries: usize,
     pub(crate) embeddings: usize,
+    /// Contexts reranked, and how many of them ran out of time (or had a model call fail).
+    pub(crate) reranked: (usize, usize),
 }
 
 fn internal(message: String) -> ApiError {

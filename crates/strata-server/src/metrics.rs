@@ -77,7 +77,7 @@ impl Metrics {
 
     /// The text `/metrics` answers with; the gauges of `census` are read by the caller.
     pub(crate) fn render(&self, census: crate::Census) -> String {
-        let crate::Census { conversations, summaries, embeddings } = census;
+        let crate::Census { conversations, summaries, embeddings, reranked } = census;
         let mut out = String::new();
         let _ = writeln!(out, "# HELP strata_requests_total Chat completion requests by outcome.");
         let _ = writeln!(out, "# TYPE strata_requests_total counter");
@@ -104,6 +104,18 @@ impl Metrics {
                 "Stored turns waiting for their vectors (found by their words until then).",
                 "gauge",
                 embeddings as f64,
+            ),
+            (
+                "strata_reranked_total",
+                "Question-aware contexts whose recall candidates the reranker read.",
+                "counter",
+                reranked.0 as f64,
+            ),
+            (
+                "strata_rerank_cut_short_total",
+                "Reranked contexts that ran out of --rerank-ms (or had a model call fail); the fused order stood for the rest.",
+                "counter",
+                reranked.1 as f64,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");

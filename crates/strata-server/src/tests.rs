@@ -250,6 +250,8 @@ async fn the_upstream_gets_the_context_within_the_budget_and_only_its_own_conver
     let reduction: f64 =
         metrics.lines().find_map(|l| l.strip_prefix("strata_token_reduction ")).unwrap().parse().unwrap();
     assert!(reduction > 0.5, "{metrics}");
+    // No reranker: the counters are there, at zero.
+    assert!(metrics.contains("\nstrata_reranked_total 0\n") && metrics.contains("\nstrata_rerank_cut_short_total 0\n"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

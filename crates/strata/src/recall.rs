@@ -16,7 +16,7 @@
 //! whole.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -259,6 +259,10 @@ pub struct Reranking {
     pub deadline: Option<Duration>,
     contexts: AtomicUsize,
     cut_short: AtomicUsize,
+    /// Seconds a byte of a padded slice cost in the latest model call (an f64's bits; 0 until
+    /// the first): what sizes each slice to the time a context has left. Measured, not fixed,
+    /// because it moves by an order of magnitude with the passages' length and the load.
+    pace: AtomicU64,
 }
 
 impl std::fmt::Debug for Reranking {
@@ -269,7 +273,13 @@ impl std::fmt::Debug for Reranking {
 
 impl Reranking {
     pub fn new(model: Arc<dyn Reranker>, deadline: Option<Duration>) -> Reranking {
-        Reranking { model, deadline, contexts: AtomicUsize::new(0), cut_short: AtomicUsize::new(0) }
+        Reranking {
+            model,
+            deadline,
+            contexts: AtomicUsize::new(0),
+            cut_short: AtomicUsize::new(0),
+            pace: AtomicU64::new(0),
+        }
     }
 
     /// Questions reranked so far, and how many of them were cut short: past the deadline, or
@@ -277,10 +287,45 @@ impl Reranking {
     pub fn counts(&self) -> (usize, usize) {
         (self.contexts.load(Ordering::Relaxed), self.cut_short.load(Ordering::Relaxed))
     }
+
+    /// How many of `rest` go to the model next: a slice of at most [`RERANK_SLICE`], and with
+    /// a deadline only as many as the latest pace says fit in `left` (one while no call has
+    /// been timed yet, none once the time is up). A slice is padded to its longest passage, so
+    /// its work is its length times its longest.
+    pub(crate) fn next_slice(&self, rest: &[String], left: Option<Duration>) -> usize {
+        let most = rest.len().min(RERANK_SLICE);
+        let Some(left) = left else { return most };
+        if left.is_zero() {
+            return 0;
+        }
+        let pace = f64::from_bits(self.pace.load(Ordering::Relaxed));
+        if pace == 0.0 {
+            return most.min(1);
+        }
+        let mut longest = 0;
+        let mut n = 0;
+        for p in &rest[..most] {
+            longest = longest.max(p.len());
+            if pace * ((n + 1) * longest) as f64 > left.as_secs_f64() {
+                break;
+            }
+            n += 1;
+        }
+        n
+    }
+
+    /// Keeps the pace of a slice just scored.
+    pub(crate) fn timed(&self, slice: &[&str], took: Duration) {
+        let work = slice.len() * slice.iter().map(|p| p.len()).max().unwrap_or(0);
+        if work > 0 {
+            self.pace.store((took.as_secs_f64() / work as f64).to_bits(), Ordering::Relaxed);
+        }
+    }
 }
 
-/// Candidates go to the model in slices this long, so that the deadline is checked between.
-const RERANK_SLICE: usize = 8;
+/// Candidates go to the model in slices at most this long, so that the deadline is checked
+/// between.
+pub(crate) const RERANK_SLICE: usize = 8;
 
 /// The fused ranking's best units (bursts): the first `rerank_keep` keep their places, the
 /// rest of the first `rerank_candidates` are read with the question by the reranker and follow
@@ -317,21 +362,36 @@ impl Stage for Rerank {
         let start = Instant::now();
         let mut scores: Vec<f32> = Vec::new();
         let mut cut_short = false;
-        for slice in passages.chunks(RERANK_SLICE) {
-            if rr.deadline.is_some_and(|d| start.elapsed() >= d) {
+        while scores.len() < passages.len() {
+            let rest = &passages[scores.len()..];
+            let left = rr.deadline.map(|d| d.saturating_sub(start.elapsed()));
+            let mut n = rr.next_slice(rest, left);
+            // A context's first passage is read while any time is left, however slow the
+            // pace: it measures the pace again, so that one slow call (a burst of load) does
+            // not stop reranking for good.
+            if scores.is_empty() && left != Some(Duration::ZERO) {
+                n = n.max(1);
+            }
+            if n == 0 {
                 cut_short = true;
                 break;
             }
-            let slice: Vec<&str> = slice.iter().map(String::as_str).collect();
+            let slice: Vec<&str> = rest[..n].iter().map(String::as_str).collect();
+            let called = Instant::now();
             match rr.model.score(query.text, &slice) {
-                Ok(s) if s.len() == slice.len() => scores.extend(s),
+                Ok(s) if s.len() == slice.len() => {
+                    rr.timed(&slice, called.elapsed());
+                    scores.extend(s);
+                }
                 _ => {
                     cut_short = true;
                     break;
                 }
             }
         }
-        rr.contexts.fetch_add(1, Ordering::Relaxed);
+        if !passages.is_empty() {
+            rr.contexts.fetch_add(1, Ordering::Relaxed);
+        }
         if cut_short {
             rr.cut_short.fetch_add(1, Ordering::Relaxed);
         }
