@@ -105,12 +105,18 @@ struct Completion {
 #[derive(Deserialize)]
 struct Choice {
     message: Message,
+    /// "content_filter" where the endpoint withheld or cut the reply.
+    #[serde(default)]
+    finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct Message {
     #[serde(default)]
     content: Option<String>,
+    /// OpenAI's refusal message, where the model declined instead of answering.
+    #[serde(default)]
+    refusal: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -203,7 +209,18 @@ fn parse(text: &str) -> Attempt {
         Ok(c) => c,
         Err(e) => return Attempt::Failed(format!("not a chat completion ({e}): {}", one_line(text))),
     };
-    let Some(content) = completion.choices.into_iter().next().and_then(|c| c.message.content) else {
+    // A refusal or a filtered reply is a failure, not text: a summary or an answer made of
+    // it would be scored or stored as if the model had written it.
+    let Some(choice) = completion.choices.into_iter().next() else {
+        return Attempt::Failed(format!("no choices[0].message.content in {}", one_line(text)));
+    };
+    if let Some(refusal) = choice.message.refusal.filter(|r| !r.trim().is_empty()) {
+        return Attempt::Failed(format!("the model refused: {}", one_line(&refusal)));
+    }
+    if choice.finish_reason.as_deref() == Some("content_filter") {
+        return Attempt::Failed("the endpoint's content filter stopped the reply".to_string());
+    }
+    let Some(content) = choice.message.content else {
         return Attempt::Failed(format!("no choices[0].message.content in {}", one_line(text)));
     };
     let usage = completion.usage.unwrap_or_default();

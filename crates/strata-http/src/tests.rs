@@ -167,6 +167,20 @@ fn an_answer_that_is_not_a_completion_is_an_error() {
 }
 
 #[test]
+fn a_refusal_or_a_filtered_reply_is_an_error_not_text() {
+    let refused = r#"{"choices": [{"message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}, "finish_reason": "stop"}]}"#;
+    let filtered = r#"{"choices": [{"message": {"role": "assistant", "content": "The answer is"}, "finish_reason": "content_filter"}]}"#;
+    let (url, seen) = serve(vec![status(200, refused), status(200, filtered)]);
+    let g = generator(&url, None);
+    let err = g.generate(&request(None)).unwrap_err().to_string();
+    assert!(err.contains("the model refused: I can't help with that."), "{err}");
+    let err = g.generate(&request(None)).unwrap_err().to_string();
+    assert!(err.contains("content filter"), "{err}");
+    // Neither is retried: asking again would only be refused again.
+    assert_eq!(seen.lock().unwrap().len(), 2);
+}
+
+#[test]
 fn the_deadline_bounds_attempts_and_waits() {
     let mut slow = ok("too late");
     slow.delay = Duration::from_secs(3);
