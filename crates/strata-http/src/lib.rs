@@ -211,18 +211,15 @@ fn parse(text: &str) -> Attempt {
     };
     // A refusal or a filtered reply is a failure, not text: a summary or an answer made of
     // it would be scored or stored as if the model had written it.
-    let Some(choice) = completion.choices.into_iter().next() else {
-        return Attempt::Failed(format!("no choices[0].message.content in {}", one_line(text)));
-    };
+    let missing = || Attempt::Failed(format!("no choices[0].message.content in {}", one_line(text)));
+    let Some(choice) = completion.choices.into_iter().next() else { return missing() };
     if let Some(refusal) = choice.message.refusal.filter(|r| !r.trim().is_empty()) {
         return Attempt::Failed(format!("the model refused: {}", one_line(&refusal)));
     }
     if choice.finish_reason.as_deref() == Some("content_filter") {
         return Attempt::Failed("the endpoint's content filter stopped the reply".to_string());
     }
-    let Some(content) = choice.message.content else {
-        return Attempt::Failed(format!("no choices[0].message.content in {}", one_line(text)));
-    };
+    let Some(content) = choice.message.content else { return missing() };
     let usage = completion.usage.unwrap_or_default();
     Attempt::Done(Generation {
         text: content,

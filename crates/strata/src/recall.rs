@@ -289,29 +289,33 @@ impl Reranking {
     }
 
     /// How many of `rest` go to the model next: a slice of at most [`RERANK_SLICE`], and with
-    /// a deadline only as many as the latest pace says fit in `left` (one while no call has
-    /// been timed yet, none once the time is up). A slice is padded to its longest passage, so
-    /// its work is its length times its longest.
-    pub(crate) fn next_slice(&self, rest: &[String], left: Option<Duration>) -> usize {
+    /// a deadline only as many as the latest pace says fit in `left`, none once the time is up.
+    /// One at least while no call has been timed yet, and at a context's `first` slice however
+    /// slow the pace: it measures the pace again, so that one slow call (a burst of load) does
+    /// not stop reranking for good. A slice is padded to its longest passage, so its work is its
+    /// length times its longest.
+    pub(crate) fn next_slice(&self, rest: &[String], left: Option<Duration>, first: bool) -> usize {
         let most = rest.len().min(RERANK_SLICE);
         let Some(left) = left else { return most };
         if left.is_zero() {
             return 0;
         }
         let pace = f64::from_bits(self.pace.load(Ordering::Relaxed));
-        if pace == 0.0 {
-            return most.min(1);
-        }
-        let mut longest = 0;
-        let mut n = 0;
-        for p in &rest[..most] {
-            longest = longest.max(p.len());
-            if pace * ((n + 1) * longest) as f64 > left.as_secs_f64() {
-                break;
+        let (mut n, mut longest) = (0, 0);
+        if pace > 0.0 {
+            for p in &rest[..most] {
+                longest = longest.max(p.len());
+                if pace * ((n + 1) * longest) as f64 > left.as_secs_f64() {
+                    break;
+                }
+                n += 1;
             }
-            n += 1;
         }
-        n
+        if pace == 0.0 || first {
+            n.max(most.min(1))
+        } else {
+            n
+        }
     }
 
     /// Keeps the pace of a slice just scored.
@@ -365,13 +369,7 @@ impl Stage for Rerank {
         while scores.len() < passages.len() {
             let rest = &passages[scores.len()..];
             let left = rr.deadline.map(|d| d.saturating_sub(start.elapsed()));
-            let mut n = rr.next_slice(rest, left);
-            // A context's first passage is read while any time is left, however slow the
-            // pace: it measures the pace again, so that one slow call (a burst of load) does
-            // not stop reranking for good.
-            if scores.is_empty() && left != Some(Duration::ZERO) {
-                n = n.max(1);
-            }
+            let n = rr.next_slice(rest, left, scores.is_empty());
             if n == 0 {
                 cut_short = true;
                 break;
