@@ -18,7 +18,7 @@ use strata_core::{EmbedError, Embedder};
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::int8::Int8Matrix;
-use crate::kernels::{BiasGelu, BiasResidualNorm, QkvHeads, SwiGlu};
+use crate::kernels::{Attention, BiasGelu, BiasResidualNorm, QkvHeads, SwiGlu};
 use crate::onnx::Onnx;
 use crate::weights::{ModelSpec, PinnedFile};
 use crate::ModelError;
@@ -241,7 +241,8 @@ impl Linear {
     /// `gelu(x · Wᵀ + b)`, the bias and GELU in one pass.
     fn forward_gelu(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let (product, bias) = self.product(x)?;
-        product.apply_op1_no_bwd(&BiasGelu { bias: bias.to_vec() })
+        product.inplace_op1(&BiasGelu { bias: bias.to_vec() })?;
+        Ok(product)
     }
 
     /// `silu(gate) · up` of a stacked `[gate | up]` layer (no bias), in one pass after the
@@ -256,7 +257,8 @@ impl Linear {
         let (product, bias) = self.product(x)?;
         let op =
             BiasResidualNorm { bias: bias.to_vec(), gamma: norm.gamma.clone(), beta: norm.beta.clone(), eps: norm.eps };
-        product.apply_op2_no_bwd(residual, &op)
+        product.inplace_op2(residual, &op)?;
+        Ok(product)
     }
 }
 
@@ -796,20 +798,25 @@ impl Encoder {
             Positions::Rotary { cos, sin } => Some((cos.narrow(0, 0, t)?, sin.narrow(0, 0, t)?)),
         };
         let mut x = self.embed_norm.forward(&x)?.reshape((b * t, h))?;
-        // Padding gets a large negative score so softmax gives it no weight.
-        let bias_mask = ((mask.ones_like()? - &mask)? * -1e9f64)?.reshape((b, 1, 1, t))?;
+        let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
         for layer in &self.layers {
             let (product, bias) = layer.qkv.product(&x)?;
-            let qkv = product.apply_op1_no_bwd(&QkvHeads { bias: bias.to_vec(), batch: b, tokens: t, heads })?;
-            let (mut q, mut k, v) = (qkv.get(0)?, qkv.get(1)?, qkv.get(2)?);
-            if let Some((cos, sin)) = &rotary {
-                q = candle_nn::rotary_emb::rope(&q, cos, sin)?;
-                k = candle_nn::rotary_emb::rope(&k, cos, sin)?;
-            }
             // The 1/√d scale is folded into the query weights at load time.
-            let scores = q.matmul(&k.t()?)?.broadcast_add(&bias_mask)?;
-            let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            let ctx = probs.matmul(&v)?.transpose(1, 2)?.reshape((b * t, h))?;
+            let ctx = match &rotary {
+                // Learned positions: attention reads the fused product as it is.
+                None => {
+                    product.apply_op1_no_bwd(&Attention { lengths: lengths.clone(), heads, bias: bias.to_vec() })?
+                }
+                // Rotary: query and key are laid out by head and rotated first.
+                Some((cos, sin)) => {
+                    let qkv =
+                        product.apply_op1_no_bwd(&QkvHeads { bias: bias.to_vec(), batch: b, tokens: t, heads })?;
+                    let q = candle_nn::rotary_emb::rope(&qkv.get(0)?, cos, sin)?;
+                    let k = candle_nn::rotary_emb::rope(&qkv.get(1)?, cos, sin)?;
+                    let attention = Attention { lengths: lengths.clone(), heads, bias: Vec::new() };
+                    q.apply_op3_no_bwd(&k, &qkv.get(2)?, &attention)?
+                }
+            };
             let a = layer.attn_out.forward_residual_norm(&ctx, &x, &layer.attn_norm)?;
             x = match &layer.ffn {
                 Ffn::Gelu { intermediate, output } => {

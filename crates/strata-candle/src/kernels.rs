@@ -6,9 +6,9 @@
 //! and applies `x · (1 + erf(x/√2)) / 2` with the rational approximation of erf that Eigen and
 //! XLA use for f32 (a ratio of two polynomials in x², no exp, a few ulp from exact), which LLVM
 //! compiles to SIMD; [`BiasResidualNorm`] ends each sub-layer; [`QkvHeads`] lays out attention
-//! heads.
+//! heads; [`Attention`] is the whole of self-attention after the projections.
 
-use candle_core::{CpuStorage, CustomOp1, Layout, Shape};
+use candle_core::{CpuStorage, CustomOp1, CustomOp3, InplaceOp1, InplaceOp2, Layout, Shape};
 use rayon::prelude::*;
 
 /// erf(x) for f32, as Eigen's `generic_fast_erf_float`.
@@ -30,40 +30,322 @@ pub(crate) fn fast_erf(x: f32) -> f32 {
     p / q
 }
 
+/// exp(x) for f32 in a form LLVM vectorises (libm's `expf` is a scalar call): `2ⁿ · e^r`
+/// with `n = round(x · log₂e)`, `r` the rest by Cody and Waite's two-part ln 2, and Cephes'
+/// `expf` polynomial for `e^r` on [-ln2/2, ln2/2]; within a few ulp of exact.
+#[inline(always)]
+pub(crate) fn fast_exp(x: f32) -> f32 {
+    let x = x.clamp(-87.0, 88.0);
+    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
+    let r = n.mul_add(2.121_944_4e-4, n.mul_add(-0.693_359_4, x));
+    let mut p = r.mul_add(1.987_569_1e-4, 1.398_199_9e-3);
+    p = r.mul_add(p, 8.333_452e-3);
+    p = r.mul_add(p, 4.166_579_6e-2);
+    p = r.mul_add(p, 1.666_666_5e-1);
+    p = r.mul_add(p, 5.000_000_1e-1);
+    let e = (r * r).mul_add(p, r + 1.0);
+    // n is in [-126, 127] after the clamp, so the exponent field stays in range.
+    e * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+/// Self-attention after the projections, in one pass per sequence: `softmax(q·kᵀ) · v` for
+/// each head over the sequence's real tokens only, written as rows `(b·t, heads·d)` ready for
+/// the output projection. In place of a layout pass, two batched matmuls, a mask add, a
+/// softmax and a transposing copy: at BERT's sizes (t ≈ 60, d = 32) these were a quarter of
+/// a forward pass in thread hand-offs and fresh buffers for a few per cent of its arithmetic.
+///
+/// As a [`CustomOp1`] it reads the fused query-key-value product `(b·t, 3·h)` as it comes
+/// from the matmul and adds its bias itself (classic BERT); as a [`CustomOp3`] it takes
+/// query, key and value laid out `(b, heads, t, d)` with their bias added (rotary models,
+/// whose query and key are rotated first). The 1/√d scale is in the query already. Rows of
+/// padding tokens come out zero: keys past a sequence's length are never read, so they can
+/// change nothing, and every pooling reads real tokens only.
+pub(crate) struct Attention {
+    /// Each sequence's number of real tokens.
+    pub(crate) lengths: Vec<usize>,
+    pub(crate) heads: usize,
+    /// The fused product's bias, `3·h` (query, key, value); empty for the three-tensor form.
+    pub(crate) bias: Vec<f32>,
+}
+
+/// Where one head's rows of a query, key or value are: row `i` starts at `start + i·stride`.
+#[derive(Clone, Copy)]
+struct Rows<'a> {
+    data: &'a [f32],
+    start: usize,
+    stride: usize,
+}
+
+impl Rows<'_> {
+    fn row(&self, i: usize, d: usize) -> &[f32] {
+        &self.data[self.start + i * self.stride..][..d]
+    }
+}
+
+impl Attention {
+    /// Runs every sequence; `parts(bi, head)` gives a head's query, key and value rows and
+    /// their biases (zero-length where added already).
+    fn run<'a>(
+        &self,
+        (b, t, d): (usize, usize, usize),
+        parts: impl Fn(usize, usize) -> ([Rows<'a>; 3], [&'a [f32]; 3]) + Sync,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        if self.lengths.len() != b {
+            candle_core::bail!("attention: {} lengths for a batch of {b}", self.lengths.len());
+        }
+        let h = self.heads * d;
+        let mut out = vec![0f32; b * t * h];
+        out.par_chunks_mut((t * h).max(1)).enumerate().for_each(|(bi, rows)| {
+            let mut work = AttentionWork::new(self.lengths[bi].min(t), d);
+            for head in 0..self.heads {
+                let (qkv, bias) = parts(bi, head);
+                work.head(qkv, bias, &mut rows[head * d..], h);
+            }
+        });
+        Ok((CpuStorage::F32(out), Shape::from((b * t, h))))
+    }
+}
+
+impl CustomOp1 for Attention {
+    fn name(&self) -> &'static str {
+        "attention"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let x = contiguous(storage, layout)?;
+        let (b, width) = (self.lengths.len(), self.bias.len());
+        let (h, heads) = (width / 3, self.heads);
+        let rows = layout.dims().first().copied().unwrap_or(0);
+        if layout.dims().len() != 2 || layout.dims()[1] != width || h * 3 != width || heads == 0 || h % heads != 0 {
+            candle_core::bail!(
+                "attention: a fused product of {width} columns for {heads} heads, got {:?}",
+                layout.shape()
+            );
+        }
+        if b == 0 || rows % b != 0 {
+            candle_core::bail!("attention: {rows} rows do not split into {b} sequences");
+        }
+        let (t, d) = (rows / b, h / heads);
+        self.run((b, t, d), |bi, head| {
+            let part = |p: usize| Rows { data: x, start: bi * t * width + p * h + head * d, stride: width };
+            let bias = |p: usize| &self.bias[p * h + head * d..][..d];
+            ([part(0), part(1), part(2)], [bias(0), bias(1), bias(2)])
+        })
+    }
+}
+
+impl CustomOp3 for Attention {
+    fn name(&self) -> &'static str {
+        "attention"
+    }
+
+    fn cpu_fwd(
+        &self,
+        s1: &CpuStorage,
+        l1: &Layout,
+        s2: &CpuStorage,
+        l2: &Layout,
+        s3: &CpuStorage,
+        l3: &Layout,
+    ) -> candle_core::Result<(CpuStorage, Shape)> {
+        let (q, k, v) = (contiguous(s1, l1)?, contiguous(s2, l2)?, contiguous(s3, l3)?);
+        let dims = l1.dims();
+        if dims.len() != 4 || l2.dims() != dims || l3.dims() != dims || dims[1] != self.heads {
+            candle_core::bail!("attention: query, key and value must be alike (b, {}, t, d), got {dims:?}", self.heads);
+        }
+        let (b, t, d) = (dims[0], dims[2], dims[3]);
+        self.run((b, t, d), |bi, head| {
+            let start = (bi * self.heads + head) * t * d;
+            let part = |data| Rows { data, start, stride: d };
+            ([part(q), part(k), part(v)], [&[][..]; 3])
+        })
+    }
+}
+
+/// Query rows per block of the attention kernels, and keys (or value columns) per block: a
+/// block's sums, 4 × 16, are eight AVX2 registers.
+const QB: usize = 4;
+const KB: usize = 16;
+
+/// Scratch for one sequence's attention, reused across its heads.
+struct AttentionWork {
+    len: usize,
+    d: usize,
+    /// `len` rounded up to whole key blocks.
+    lenp: usize,
+    /// The head's queries, keys and values, `(len, d)`, bias added.
+    qh: Vec<f32>,
+    kh: Vec<f32>,
+    vh: Vec<f32>,
+    /// Keys transposed, `(d, lenp)`, zero past `len`.
+    kt: Vec<f32>,
+    /// A block of queries transposed, `(d, QB)`, zero past the sequence.
+    qt: Vec<f32>,
+    /// Their scores, `(QB, lenp)`.
+    scores: Vec<f32>,
+    /// Their weights transposed, `(len, QB)`.
+    weights: Vec<f32>,
+}
+
+impl AttentionWork {
+    fn new(len: usize, d: usize) -> AttentionWork {
+        let lenp = len.next_multiple_of(KB);
+        AttentionWork {
+            len,
+            d,
+            lenp,
+            qh: vec![0.0; len * d],
+            kh: vec![0.0; len * d],
+            vh: vec![0.0; len * d],
+            kt: vec![0.0; d * lenp],
+            qt: vec![0.0; d * QB],
+            scores: vec![0.0; QB * lenp],
+            weights: vec![0.0; len * QB],
+        }
+    }
+
+    /// One head: its query, key and value rows, and their biases (empty where added
+    /// already); `out` its `d` columns of rows `stride` apart. Sums are kept in registers a
+    /// block at a time, so that each key or value loaded serves four queries.
+    fn head(&mut self, [q, k, v]: [Rows<'_>; 3], [qb, kb, vb]: [&[f32]; 3], out: &mut [f32], stride: usize) {
+        let (len, d, lenp) = (self.len, self.d, self.lenp);
+        // The head's rows gathered, bias added, into contiguous `(len, d)` blocks: read in
+        // place, rows `3·h` apart, each value row was a cache miss of its own.
+        for (rows, dst, b) in [(q, &mut self.qh, qb), (k, &mut self.kh, kb), (v, &mut self.vh, vb)] {
+            for (j, o) in dst.chunks_exact_mut(d).enumerate() {
+                let src = rows.row(j, d);
+                if b.is_empty() {
+                    o.copy_from_slice(src);
+                } else {
+                    o.iter_mut().zip(src).zip(b).for_each(|((o, &x), &b)| *o = x + b);
+                }
+            }
+        }
+        let (q, k, v) = (&self.qh[..], &self.kh[..], &self.vh[..]);
+        for (j, key) in k.chunks_exact(d).enumerate() {
+            for (c, &x) in key.iter().enumerate() {
+                self.kt[c * lenp + j] = x;
+            }
+        }
+        for i0 in (0..len).step_by(QB) {
+            let rows = QB.min(len - i0);
+            for c in 0..d {
+                for r in 0..QB {
+                    self.qt[c * QB + r] = if r < rows { q[(i0 + r) * d + c] } else { 0.0 };
+                }
+            }
+            // Scores, a (QB, KB) block per pass over the head's dimensions.
+            for j0 in (0..lenp).step_by(KB) {
+                let acc = scores_block(&self.qt, &self.kt, lenp, j0);
+                for (r, a) in acc.iter().enumerate() {
+                    self.scores[r * lenp + j0..][..KB].copy_from_slice(a);
+                }
+            }
+            // Softmax over the real keys, written transposed for the values' pass.
+            for r in 0..QB {
+                let row = &mut self.scores[r * lenp..r * lenp + len];
+                if r >= rows {
+                    self.weights.chunks_exact_mut(QB).for_each(|w| w[r] = 0.0);
+                    continue;
+                }
+                let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                row.iter_mut().for_each(|s| *s = fast_exp(*s - max));
+                let inv = 1.0 / row.iter().sum::<f32>();
+                for (w, &s) in self.weights.chunks_exact_mut(QB).zip(row.iter()) {
+                    w[r] = s * inv;
+                }
+            }
+            // Outputs, a (QB, KB) block of value columns per pass over the keys.
+            for c0 in (0..d).step_by(KB) {
+                let width = KB.min(d - c0);
+                let acc = values_block(&self.weights, v, d, c0);
+                for (r, a) in acc.iter().enumerate().take(rows) {
+                    out[(i0 + r) * stride + c0..][..width].copy_from_slice(&a[..width]);
+                }
+            }
+        }
+    }
+}
+
+/// Scores of a block of `QB` queries (`qt`, transposed `(d, QB)`) against keys `j0..j0+KB`
+/// (`kt`, transposed `(d, lenp)`). Its own function, not inlined, so that the sums stay in
+/// registers whatever the caller around it looks like: inlined, the compiler vectorised
+/// these loops or spilled them to the stack depending on the code beside them.
+#[inline(never)]
+fn scores_block(qt: &[f32], kt: &[f32], lenp: usize, j0: usize) -> [[f32; KB]; QB] {
+    let mut acc = [[0f32; KB]; QB];
+    for (qc, kc) in qt.chunks_exact(QB).zip(kt.chunks_exact(lenp)) {
+        let kv: &[f32; KB] = kc[j0..j0 + KB].try_into().expect("a key block");
+        for (a, &x) in acc.iter_mut().zip(qc) {
+            for (a, &kx) in a.iter_mut().zip(kv) {
+                *a = x.mul_add(kx, *a);
+            }
+        }
+    }
+    acc
+}
+
+/// Outputs of a block of `QB` queries for value columns `c0..c0+KB` (fewer at the end of a
+/// head whose size is not a multiple of `KB`): `weights` is `(len, QB)`, `v` is `(len, d)`.
+#[inline(never)]
+fn values_block(weights: &[f32], v: &[f32], d: usize, c0: usize) -> [[f32; KB]; QB] {
+    let mut acc = [[0f32; KB]; QB];
+    for (w, value) in weights.chunks_exact(QB).zip(v.chunks_exact(d)) {
+        let value = &value[c0..(c0 + KB).min(d)];
+        let mut vv = [0f32; KB];
+        let vv: &[f32; KB] = match value.try_into() {
+            Ok(full) => full,
+            Err(_) => {
+                vv[..value.len()].copy_from_slice(value);
+                &vv
+            }
+        };
+        for (a, &p) in acc.iter_mut().zip(w) {
+            for (a, &x) in a.iter_mut().zip(vv) {
+                *a = p.mul_add(x, *a);
+            }
+        }
+    }
+    acc
+}
+
+/// The values of a contiguous f32 tensor.
+fn contiguous<'a>(storage: &'a CpuStorage, layout: &Layout) -> candle_core::Result<&'a [f32]> {
+    match (storage, layout.contiguous_offsets()) {
+        (CpuStorage::F32(v), Some((start, end))) => Ok(&v[start..end]),
+        _ => candle_core::bail!("expected a contiguous f32 tensor, got {:?}", layout.shape()),
+    }
+}
+
 /// `gelu(x + bias)` over rows of `bias.len()` columns.
 pub(crate) struct BiasGelu {
     pub(crate) bias: Vec<f32>,
 }
 
-impl CustomOp1 for BiasGelu {
+impl InplaceOp1 for BiasGelu {
     fn name(&self) -> &'static str {
         "bias-gelu"
     }
 
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("bias-gelu: expected f32");
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
+        let (CpuStorage::F32(data), Some((start, end))) = (storage, layout.contiguous_offsets()) else {
+            candle_core::bail!("bias-gelu: expected a contiguous f32 tensor");
         };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("bias-gelu: expected a contiguous tensor");
-        };
-        let x = &data[start..end];
+        let x = &mut data[start..end];
         let cols = self.bias.len();
         if cols == 0 || x.len() % cols != 0 {
             candle_core::bail!("bias-gelu: {} values do not make rows of {cols}", x.len());
         }
-        let mut out = vec![0f32; x.len()];
         // Rows in chunks large enough to amortise scheduling, small enough to share out.
-        let chunk = cols * 64;
-        out.par_chunks_mut(chunk).zip(x.par_chunks(chunk)).for_each(|(o, x)| {
-            for (orow, xrow) in o.chunks_exact_mut(cols).zip(x.chunks_exact(cols)) {
-                for ((o, &x), &b) in orow.iter_mut().zip(xrow).zip(&self.bias) {
-                    let v = x + b;
-                    *o = 0.5 * v * (1.0 + fast_erf(v * std::f32::consts::FRAC_1_SQRT_2));
+        x.par_chunks_mut(cols * 64).for_each(|x| {
+            for row in x.chunks_exact_mut(cols) {
+                for (x, &b) in row.iter_mut().zip(&self.bias) {
+                    let v = *x + b;
+                    *x = 0.5 * v * (1.0 + fast_erf(v * std::f32::consts::FRAC_1_SQRT_2));
                 }
             }
         });
-        Ok((CpuStorage::F32(out), layout.shape().clone()))
+        Ok(())
     }
 }
 
@@ -75,47 +357,38 @@ pub(crate) struct BiasResidualNorm {
     pub(crate) eps: f32,
 }
 
-impl candle_core::CustomOp2 for BiasResidualNorm {
+impl InplaceOp2 for BiasResidualNorm {
     fn name(&self) -> &'static str {
         "bias-residual-norm"
     }
 
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (CpuStorage::F32(a), CpuStorage::F32(r)) = (s1, s2) else {
-            candle_core::bail!("bias-residual-norm: expected f32");
+    fn cpu_fwd(&self, s1: &mut CpuStorage, l1: &Layout, s2: &CpuStorage, l2: &Layout) -> candle_core::Result<()> {
+        let (CpuStorage::F32(a), Some((a0, a1))) = (s1, l1.contiguous_offsets()) else {
+            candle_core::bail!("bias-residual-norm: expected a contiguous f32 tensor");
         };
-        let (Some((a0, a1)), Some((r0, r1))) = (l1.contiguous_offsets(), l2.contiguous_offsets()) else {
-            candle_core::bail!("bias-residual-norm: expected contiguous tensors");
-        };
-        let (x, res) = (&a[a0..a1], &r[r0..r1]);
+        let res = contiguous(s2, l2)?;
+        let x = &mut a[a0..a1];
         let cols = self.bias.len();
         if cols == 0 || x.len() != res.len() || x.len() % cols != 0 {
             candle_core::bail!("bias-residual-norm: shapes do not match rows of {cols}");
         }
-        let mut out = vec![0f32; x.len()];
         let chunk = cols * 64;
-        out.par_chunks_mut(chunk).zip(x.par_chunks(chunk).zip(res.par_chunks(chunk))).for_each(|(o, (x, res))| {
-            for ((orow, xrow), rrow) in o.chunks_exact_mut(cols).zip(x.chunks_exact(cols)).zip(res.chunks_exact(cols)) {
+        x.par_chunks_mut(chunk).zip(res.par_chunks(chunk)).for_each(|(x, res)| {
+            for (row, rrow) in x.chunks_exact_mut(cols).zip(res.chunks_exact(cols)) {
                 let mut sum = 0f32;
-                for ((o, &x), (&b, &r)) in orow.iter_mut().zip(xrow).zip(self.bias.iter().zip(rrow)) {
-                    *o = x + b + r;
-                    sum += *o;
+                for (x, (&b, &r)) in row.iter_mut().zip(self.bias.iter().zip(rrow)) {
+                    *x = *x + b + r;
+                    sum += *x;
                 }
                 let mean = sum / cols as f32;
-                let var = orow.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / cols as f32;
+                let var = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / cols as f32;
                 let inv = 1.0 / (var + self.eps).sqrt();
-                for ((o, &g), &b) in orow.iter_mut().zip(&self.gamma).zip(&self.beta) {
-                    *o = (*o - mean) * inv * g + b;
+                for ((x, &g), &b) in row.iter_mut().zip(&self.gamma).zip(&self.beta) {
+                    *x = (*x - mean) * inv * g + b;
                 }
             }
         });
-        Ok((CpuStorage::F32(out), l1.shape().clone()))
+        Ok(())
     }
 }
 
@@ -203,6 +476,92 @@ impl CustomOp1 for QkvHeads {
 
 #[cfg(test)]
 mod tests {
+    use candle_core::{Device, Tensor};
+
+    use super::Attention;
+    use crate::testing::lcg;
+
+    #[test]
+    fn fast_exp_is_within_a_few_ulp() {
+        let mut worst = 0f64;
+        for i in -87_000..=88_000 {
+            let x = i as f32 / 1000.0;
+            let want = f64::from(x).exp();
+            worst = worst.max(((f64::from(super::fast_exp(x)) - want) / want).abs());
+        }
+        assert!(worst < 4.0 * f64::from(f32::EPSILON), "max relative error {worst:e}");
+        assert!(super::fast_exp(-1e9) >= 0.0 && super::fast_exp(-1e9) < 1e-37);
+    }
+
+    /// softmax(q·kᵀ)·v per sequence and head over its first `len` keys, in f64; padding rows zero.
+    fn naive(q: &[f32], k: &[f32], v: &[f32], lengths: &[usize], heads: usize, t: usize, d: usize) -> Vec<f32> {
+        let h = heads * d;
+        let mut out = vec![0f32; lengths.len() * t * h];
+        let at =
+            |x: &[f32], bi: usize, head: usize, i: usize, c: usize| f64::from(x[((bi * heads + head) * t + i) * d + c]);
+        for (bi, &len) in lengths.iter().enumerate() {
+            for head in 0..heads {
+                for i in 0..len {
+                    let scores: Vec<f64> =
+                        (0..len).map(|j| (0..d).map(|c| at(q, bi, head, i, c) * at(k, bi, head, j, c)).sum()).collect();
+                    let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    let w: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
+                    let total: f64 = w.iter().sum();
+                    for c in 0..d {
+                        let y: f64 = (0..len).map(|j| w[j] / total * at(v, bi, head, j, c)).sum();
+                        out[(bi * t + i) * h + head * d + c] = y as f32;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// Both forms of the fused attention give the plain formula, for lengths that are not
+    /// whole blocks of queries or keys, padding in the batch, and head sizes that are not
+    /// whole blocks of value columns; the fused product's bias is added.
+    #[test]
+    fn attention_is_softmax_of_scores_times_values() -> candle_core::Result<()> {
+        let mut seed = 3;
+        for (lengths, heads, d) in [(vec![1], 1, 4), (vec![5, 17, 3], 2, 24), (vec![33, 40], 3, 32)] {
+            let (b, t) = (lengths.len(), *lengths.iter().max().unwrap_or(&0));
+            let h = heads * d;
+            let mut values = |n: usize| (0..n).map(|_| lcg(&mut seed) * 2.0).collect::<Vec<f32>>();
+            let (q, k, v) = (values(b * heads * t * d), values(b * heads * t * d), values(b * heads * t * d));
+            let bias = values(3 * h);
+            let want = naive(&q, &k, &v, &lengths, heads, t, d);
+            let close = |got: &[f32], form: &str| {
+                let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                assert!(worst < 1e-5, "{form} form, lengths {lengths:?}, d {d}: largest difference {worst:e}");
+            };
+
+            let dev = Device::Cpu;
+            let shape = (b, heads, t, d);
+            let (qt, kt, vt) = (
+                Tensor::from_slice(&q, shape, &dev)?,
+                Tensor::from_slice(&k, shape, &dev)?,
+                Tensor::from_slice(&v, shape, &dev)?,
+            );
+            let three = Attention { lengths: lengths.clone(), heads, bias: Vec::new() };
+            close(&qt.apply_op3_no_bwd(&kt, &vt, &three)?.flatten_all()?.to_vec1()?, "three-tensor");
+
+            // The same values as a fused product (b·t, 3·h), less the bias the op adds back.
+            let mut fused = vec![0f32; b * t * 3 * h];
+            for (p, x) in [&q, &k, &v].into_iter().enumerate() {
+                for (bi, head, i, c) in (0..b).flat_map(|bi| {
+                    (0..heads).flat_map(move |hd| (0..t).flat_map(move |i| (0..d).map(move |c| (bi, hd, i, c))))
+                }) {
+                    let col = p * h + head * d + c;
+                    fused[(bi * t + i) * 3 * h + col] = x[((bi * heads + head) * t + i) * d + c] - bias[col];
+                }
+            }
+            let product = Tensor::from_slice(&fused, (b * t, 3 * h), &dev)?;
+            let one = Attention { lengths: lengths.clone(), heads, bias: bias.clone() };
+            close(&product.apply_op1_no_bwd(&one)?.flatten_all()?.to_vec1()?, "fused");
+        }
+        Ok(())
+    }
+
     #[test]
     fn fast_erf_matches_libm() {
         let mut worst = 0f64;
