@@ -370,25 +370,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         .collect::<Result<_>>()?;
     let any_segmentation = datasets.iter().any(|d| d.suites().segmentation);
     let segmenters: Vec<Box<dyn segmentation::Segmenter>> = if any_segmentation {
-        let mut cross_encoder: Option<Arc<dyn strata_core::Reranker>> = None;
-        let mut load_cross_encoder = || -> Result<Arc<dyn strata_core::Reranker>> {
-            if config.reranker == "none" {
-                bail!(BadInput("the coherence segmenter reads a cross-encoder: pass --reranker msmarco".into()));
-            }
-            if let Some(model) = &cross_encoder {
-                return Ok(model.clone());
-            }
-            let model = strata_models::cached_reranker(&config.reranker, &config.models_dir).with_context(|| {
-                format!("the coherence segmenter reads {0}: run `cargo xtask fetch-models {0}`", config.reranker)
-            })?;
-            cross_encoder = Some(model.clone());
-            Ok(model)
-        };
-        config
-            .segmenters
-            .iter()
-            .map(|n| segmentation::by_name(n, &mut load_embedder, &mut load_cross_encoder))
-            .collect::<Result<_>>()?
+        config.segmenters.iter().map(|n| segmentation::by_name(n, &mut load_embedder)).collect::<Result<_>>()?
     } else {
         Vec::new()
     };

@@ -3,14 +3,13 @@
 //!
 //! Methods are named: `none` (one segment per dialogue) and `even-N` (a boundary every N
 //! turns) need no model and serve as reference points; `fixed`, `depth` and `combined` are
-//! strata-topic's detector over MiniLM embeddings; `coherence` is the same depth rule over a
-//! cross-encoder's scores between neighbouring turns.
+//! strata-topic's detector over MiniLM embeddings.
 
 use std::sync::Arc;
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
-use strata_core::{Conversation, Embedder, Reranker};
+use strata_core::{Conversation, Embedder};
 use strata_topic::{Method, TopicConfig};
 
 use crate::metrics::{boundary_bits, boundary_f1, pk, window_diff, window_size};
@@ -74,56 +73,6 @@ impl Segmenter for Detector {
     }
 }
 
-/// Depth boundaries over a cross-encoder's coherence across each gap: the turn after the gap
-/// read as a query against the 1 to `window` turns before it, and the turn before the gap
-/// against the 1 to `window` turns after it; the gap's similarity is the mean of those logits
-/// (or of their probabilities). Where embeddings compare two averages, the cross-encoder reads
-/// the words of both sides together ("Yes, last week!" means something next to its question).
-pub struct Coherence {
-    name: String,
-    window: usize,
-    cutoff: f32,
-    probabilities: bool,
-    reranker: Arc<dyn Reranker>,
-}
-
-impl std::fmt::Debug for Coherence {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Coherence").field("name", &self.name).finish()
-    }
-}
-
-impl Coherence {
-    fn similarity(&self, c: &Conversation, g: usize) -> Result<f32> {
-        let n = c.turns.len();
-        let text =
-            |r: std::ops::Range<usize>| c.turns[r].iter().map(|t| t.content.as_str()).collect::<Vec<_>>().join("\n");
-        let before: Vec<String> = (1..=self.window.min(g)).map(|w| text(g - w..g)).collect();
-        let after: Vec<String> = (1..=self.window.min(n - g)).map(|w| text(g..g + w)).collect();
-        let mut logits =
-            self.reranker.score(&c.turns[g].content, &before.iter().map(String::as_str).collect::<Vec<_>>())?;
-        logits.extend(
-            self.reranker.score(&c.turns[g - 1].content, &after.iter().map(String::as_str).collect::<Vec<_>>())?,
-        );
-        let value = |l: f32| if self.probabilities { 1.0 / (1.0 + (-l).exp()) } else { l };
-        Ok(logits.iter().map(|&l| value(l)).sum::<f32>() / logits.len() as f32)
-    }
-}
-
-impl Segmenter for Coherence {
-    fn name(&self) -> &str {
-        &self.name
-    }
-    fn boundaries(&self, c: &Conversation) -> Result<Vec<usize>> {
-        let similarities = (1..c.turns.len()).map(|g| self.similarity(c, g)).collect::<Result<Vec<f32>>>()?;
-        let min_segment = TopicConfig::depth_only().min_segment;
-        Ok(strata_topic::depth_boundaries(&similarities, self.cutoff, min_segment)
-            .into_iter()
-            .map(|b| b.index)
-            .collect())
-    }
-}
-
 /// The detector configuration a segmenter name selects, if it is one: `fixed` (the seed's
 /// 0.7 rule) or `fixed-T`, `depth` or `depth-W-C` (window W, cutoff C), `combined` (the
 /// default detector: depth, cue phrases and time gaps).
@@ -145,40 +94,18 @@ pub fn detector_config(name: &str) -> Option<TopicConfig> {
 }
 
 /// The segmenter a name selects; detectors get `embedder`, loaded only when one is named.
-pub fn by_name(
-    name: &str,
-    embedder: &mut dyn FnMut() -> Result<Arc<dyn Embedder>>,
-    reranker: &mut dyn FnMut() -> Result<Arc<dyn Reranker>>,
-) -> Result<Box<dyn Segmenter>> {
+pub fn by_name(name: &str, embedder: &mut dyn FnMut() -> Result<Arc<dyn Embedder>>) -> Result<Box<dyn Segmenter>> {
     if name == "none" {
         return Ok(Box::new(NoBoundaries));
     }
     if let Some(n) = name.strip_prefix("even-").and_then(|n| n.parse::<usize>().ok()).filter(|&n| n > 0) {
         return Ok(Box::new(Even { name: name.to_string(), every: n }));
     }
-    if let Some(rest) = name.strip_prefix("coherence") {
-        let parts: Vec<&str> = rest.split('-').skip(1).collect();
-        let parsed = match parts.as_slice() {
-            [] if rest.is_empty() => Some((3, 0.75, false)),
-            [w, c] => w.parse().ok().zip(c.parse().ok()).map(|(w, c)| (w, c, false)),
-            [w, c, "p"] => w.parse().ok().zip(c.parse().ok()).map(|(w, c)| (w, c, true)),
-            _ => None,
-        };
-        if let Some((window, cutoff, probabilities)) = parsed.filter(|p| p.0 > 0) {
-            return Ok(Box::new(Coherence {
-                name: name.to_string(),
-                window,
-                cutoff,
-                probabilities,
-                reranker: reranker()?,
-            }));
-        }
-    }
     if let Some(config) = detector_config(name) {
         return Ok(Box::new(Detector { name: name.to_string(), config, embedder: embedder()? }));
     }
     bail!(crate::BadInput(format!(
-        "unknown segmenter `{name}`: expected none, even-N, fixed, fixed-T, depth, depth-W-C, combined, coherence or coherence-W-C[-p]"
+        "unknown segmenter `{name}`: expected none, even-N, fixed, fixed-T, depth, depth-W-C or combined"
     )))
 }
 

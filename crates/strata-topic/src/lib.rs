@@ -351,26 +351,17 @@ pub(crate) fn detect_limited(
             candidates.extend((1..n).filter_map(|g| fixed_boundary(&vectors[g - 1], &vectors[g], g, threshold)));
         }
         (Method::Depth { window, cutoff }, Some(vectors)) => {
-            candidates.extend(valleys(&gap_similarities(vectors, window.max(1)), cutoff, limits));
+            let similarities = gap_similarities(vectors, window.max(1));
+            let depths: Vec<f32> = (0..similarities.len()).map(|i| depth_at(&similarities, i, limits.reach)).collect();
+            let sums = Sums::of(&depths);
+            candidates
+                .extend((0..depths.len()).filter_map(|i| depth_boundary(&depths, &sums, i, cutoff, limits.radius)));
         }
     }
     for (i, turn) in turns.iter().enumerate().skip(1) {
         candidates.extend(text_boundaries(i, turn, turns[i - 1].timestamp, config));
     }
     spaced(candidates, config.min_segment.max(1))
-}
-
-/// The depth boundaries of any similarity curve (one value per gap, higher where the two
-/// sides belong together), at least `min_segment` turns apart: for a coherence score other
-/// than embeddings.
-pub fn depth_boundaries(similarities: &[f32], cutoff: f32, min_segment: usize) -> Vec<Boundary> {
-    spaced(valleys(similarities, cutoff, LIMITS), min_segment.max(1))
-}
-
-fn valleys(similarities: &[f32], cutoff: f32, limits: Limits) -> Vec<Boundary> {
-    let depths: Vec<f32> = (0..similarities.len()).map(|i| depth_at(similarities, i, limits.reach)).collect();
-    let sums = Sums::of(&depths);
-    (0..depths.len()).filter_map(|i| depth_boundary(&depths, &sums, i, cutoff, limits.radius)).collect()
 }
 
 /// Keeps the strongest candidates that are at least `min_segment` turns from each other and
