@@ -106,7 +106,18 @@ impl Int8Matrix {
         let (xs, xz): (Vec<f32>, Vec<i32>) =
             xq.par_chunks_mut(kp).zip(x.par_chunks(k)).map(|(q, row)| quantize_row(row, &mut q[..k])).unzip();
         let panels = n.div_ceil(NR);
-        let vnni = has_vnni();
+        let kernel = Kernel::detect();
+        // AVX2 reads its inputs widened to 16 bits (see `kernel_avx2`), done once here.
+        let xw: Vec<i16> = match kernel {
+            Kernel::Avx2 => xq.iter().map(|&u| i16::from(u)).collect(),
+            _ => Vec::new(),
+        };
+        let sums = |r0: usize, rows: usize, w: &[i8], acc: &mut [i32]| match kernel {
+            // SAFETY: `Kernel::detect` checked the CPU features each kernel is compiled for.
+            Kernel::Vnni => unsafe { kernel_vnni(&xq[r0 * kp..(r0 + rows) * kp], rows, kp, w, acc) },
+            Kernel::Avx2 => unsafe { kernel_avx2(&xw[r0 * kp..(r0 + rows) * kp], rows, kp, w, acc) },
+            Kernel::Portable => kernel_portable(&xq[r0 * kp..(r0 + rows) * kp], rows, kp, w, acc),
+        };
         if m == 1 {
             // One row (a decoding step): each panel's results go straight to their place in
             // the output, with no per-panel buffers; the step is bound by reading the weights.
@@ -114,12 +125,7 @@ impl Int8Matrix {
             y.par_chunks_mut(NR).enumerate().for_each(|(p, out)| {
                 let w = &self.packed[p * NR * kp..(p + 1) * NR * kp];
                 let mut acc = [0i32; NR];
-                if vnni {
-                    // SAFETY: `has_vnni` checked the CPU features the kernel is compiled for.
-                    unsafe { kernel_vnni(&xq, 1, kp, w, &mut acc) }
-                } else {
-                    kernel_portable(&xq, 1, kp, w, &mut acc);
-                }
+                sums(0, 1, w, &mut acc);
                 let c0 = p * NR;
                 for (((o, &a), &sw), &cs) in out.iter_mut().zip(&acc).zip(&self.scale[c0..]).zip(&self.colsum[c0..]) {
                     *o = xs[0] * sw * (a - xz[0] * cs) as f32;
@@ -149,13 +155,7 @@ impl Int8Matrix {
                 let cols = NR.min(n - c0);
                 for rb in (0..here).step_by(MR) {
                     let rows = MR.min(here - rb);
-                    let xr = &xq[(r0 + rb) * kp..(r0 + rb + rows) * kp];
-                    if vnni {
-                        // SAFETY: `has_vnni` checked the CPU features the kernel is compiled for.
-                        unsafe { kernel_vnni(xr, rows, kp, w, &mut acc) }
-                    } else {
-                        kernel_portable(xr, rows, kp, w, &mut acc);
-                    }
+                    sums(r0 + rb, rows, w, &mut acc);
                     for r in 0..rows {
                         let (s, z) = (xs[r0 + rb + r], xz[r0 + rb + r]);
                         let out = &mut ys[(rb + r) * n + c0..(rb + r) * n + c0 + cols];
@@ -236,6 +236,29 @@ impl candle_core::CustomOp1 for Int8Matrix {
     }
 }
 
+/// The integer kernel this CPU runs. All three compute the same exact sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// AVX-512 VNNI: 64 byte products per instruction.
+    Vnni,
+    /// AVX2 (every CPU the workspace builds for): 16 products of 16-bit values per instruction.
+    Avx2,
+    Portable,
+}
+
+impl Kernel {
+    fn detect() -> Kernel {
+        if has_vnni() {
+            return Kernel::Vnni;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return Kernel::Avx2;
+        }
+        Kernel::Portable
+    }
+}
+
 pub(crate) fn has_vnni() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -309,6 +332,81 @@ unsafe fn kernel_vnni(x: &[u8], rows: usize, kp: usize, w: &[i8], out: &mut [i32
     kernel_portable(x, rows, kp, w, out)
 }
 
+/// The sums of [`kernel_portable`] with AVX2, from the inputs widened to i16. AVX2's byte
+/// product `vpmaddubsw` saturates its pair sums at 16 bits (255·127·2 does not fit; ONNX
+/// Runtime's AVX2 path accepts that), so the weights are widened too, 16 bytes (4 channels × 4
+/// inputs) per load, and `vpmaddwd` adds products in exact 32-bit pairs; a channel's two pair
+/// sums are added at the end. Sets the first `rows · NR` sums of `out`.
+///
+/// # Safety
+/// The CPU must support AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn kernel_avx2(x: &[i16], rows: usize, kp: usize, w: &[i8], out: &mut [i32]) {
+    debug_assert!(x.len() >= rows * kp && w.len() >= kp * NR && out.len() >= rows * NR);
+    // 16 channels by two rows at a time: 8 accumulators, 4 widened weight vectors and the
+    // broadcast inputs fit AVX2's 16 registers.
+    for c in 0..NR / 16 {
+        let mut r = 0;
+        while r < rows {
+            // SAFETY: AVX2 is checked by the caller; rows r.. exist in `x` and `out`.
+            unsafe {
+                if rows - r >= 2 {
+                    avx2_block::<2>(x, r, kp, w, c, out);
+                } else {
+                    avx2_block::<1>(x, r, kp, w, c, out);
+                }
+            }
+            r += 2;
+        }
+    }
+}
+
+/// Rows `r..r + R` against channels `16c..16c + 16` of the panel, for [`kernel_avx2`].
+///
+/// # Safety
+/// The CPU must support AVX2; `x` holds rows `r..r + R` of `kp` values, `w` a whole panel.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn avx2_block<const R: usize>(x: &[i16], r: usize, kp: usize, w: &[i8], c: usize, out: &mut [i32]) {
+    use std::arch::x86_64::*;
+    let (xp, wp) = (x.as_ptr(), w.as_ptr());
+    // SAFETY (whole body): the caller's contract; every offset is inside the panel or the rows.
+    unsafe {
+        let mut acc = [[_mm256_setzero_si256(); 4]; R];
+        for k4 in 0..kp / 4 {
+            let wk = wp.add(k4 * NR * 4 + c * 64);
+            let wv = [
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(wk.cast())),
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(wk.add(16).cast())),
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(wk.add(32).cast())),
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(wk.add(48).cast())),
+            ];
+            for (i, a) in acc.iter_mut().enumerate() {
+                // The row's 4 inputs, as four i16, in every 64-bit lane.
+                let b = _mm256_set1_epi64x(std::ptr::read_unaligned(xp.add((r + i) * kp + k4 * 4).cast::<i64>()));
+                for (a, wv) in a.iter_mut().zip(&wv) {
+                    *a = _mm256_add_epi32(*a, _mm256_madd_epi16(b, *wv));
+                }
+            }
+        }
+        for (i, a) in acc.iter().enumerate() {
+            for j in [0, 2] {
+                // a[j] holds channels 4j..4j+4 as pairs of sums; hadd with the next four
+                // channels gives (0 1 | 4 5 | 2 3 | 6 7) by 64-bit lane: put them in order.
+                let h = _mm256_permute4x64_epi64(_mm256_hadd_epi32(a[j], a[j + 1]), 0b11_01_10_00);
+                _mm256_storeu_si256(out.as_mut_ptr().add((r + i) * NR + c * 16 + j * 4).cast(), h);
+            }
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn kernel_avx2(x: &[i16], rows: usize, kp: usize, w: &[i8], out: &mut [i32]) {
+    let x: Vec<u8> = x.iter().map(|&v| v as u8).collect();
+    kernel_portable(&x, rows, kp, w, out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -354,10 +452,32 @@ mod tests {
                         let mut fast = vec![-3i32; rows * NR];
                         // SAFETY: checked just above.
                         unsafe { kernel_vnni(xr, rows, q.kp, w, &mut fast) };
-                        assert_eq!(fast, slow, "({m}, {n}, {k}) panel {p} rows {r0}");
+                        assert_eq!(fast, slow, "vnni ({m}, {n}, {k}) panel {p} rows {r0}");
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    if std::arch::is_x86_feature_detected!("avx2") {
+                        let xw: Vec<i16> = xr.iter().map(|&u| i16::from(u)).collect();
+                        let mut fast = vec![5i32; rows * NR];
+                        // SAFETY: checked just above.
+                        unsafe { kernel_avx2(&xw, rows, q.kp, w, &mut fast) };
+                        assert_eq!(fast, slow, "avx2 ({m}, {n}, {k}) panel {p} rows {r0}");
                     }
                 }
             }
+        }
+    }
+
+    /// Inputs of 255 against weights of ±127, where a 16-bit pair sum would overflow: every
+    /// kernel still gives the exact sums.
+    #[test]
+    fn extreme_products_are_exact() {
+        let (m, n, k) = (3, 64, 8);
+        let w: Vec<f32> = (0..n * k).map(|i| if i % 3 == 0 { -1.0 } else { 1.0 }).collect();
+        let q = Int8Matrix::quantize(&w, n, k);
+        let y = q.matmul(&vec![1.0; m * k], m);
+        for (c, got) in y.iter().take(n).enumerate() {
+            let want: f32 = w[c * k..(c + 1) * k].iter().sum();
+            assert!((got - want).abs() < 1e-4, "channel {c}: {got} against {want}");
         }
     }
 
