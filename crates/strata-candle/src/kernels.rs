@@ -42,7 +42,7 @@ pub(crate) fn fast_exp(x: f32) -> f32 {
     p = r.mul_add(p, 8.333_452e-3);
     p = r.mul_add(p, 4.166_579_6e-2);
     p = r.mul_add(p, 1.666_666_5e-1);
-    p = r.mul_add(p, 5.000_000_1e-1);
+    p = r.mul_add(p, 0.5);
     let e = (r * r).mul_add(p, r + 1.0);
     // n is in [-126, 127] after the clamp, so the exponent field stays in range.
     e * f32::from_bits(((n as i32 + 127) as u32) << 23)
