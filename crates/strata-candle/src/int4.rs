@@ -11,8 +11,8 @@
 //! file, a block of 32 is one of its sub-blocks, so the values it held come back nearly
 //! exactly). Activations in the same blocks, symmetric `i8`, `x ≈ sₓ·u`. Per block,
 //! `Σ w·x ≈ s·sₓ·Σ q·u + lo·sₓ·Σ u`: an exact integer sum and two fused multiply-adds, done in
-//! the same order by the AVX-512 VNNI kernel and the portable one, so the two agree to the bit
-//! and the output does not depend on the CPU.
+//! the same order by the AVX-512 VNNI kernel, the AVX2 one and the portable one, so they agree
+//! to the bit and the output does not depend on the CPU.
 
 // SIMD intrinsics behind a runtime CPU check, as in `int8.rs`; a test holds the kernels to
 // the bit.
@@ -92,6 +92,7 @@ impl Int4Matrix {
         let (xq, xs, xsum) = quantize_activations(x);
         let blocks = self.k / BLOCK;
         let vnni = crate::int8::has_vnni();
+        let avx2 = has_avx2();
         let mut y = vec![0f32; self.n];
         y.par_chunks_mut(NR).enumerate().for_each(|(p, out)| {
             let w = &self.packed[p * blocks * BLOCK_BYTES..(p + 1) * blocks * BLOCK_BYTES];
@@ -101,6 +102,9 @@ impl Int4Matrix {
             if vnni {
                 // SAFETY: `has_vnni` checked the CPU features the kernel is compiled for.
                 unsafe { kernel_vnni(&xq, &xs, &xsum, w, s, lo, &mut acc) }
+            } else if avx2 {
+                // SAFETY: `has_avx2` checked the CPU features the kernel is compiled for.
+                unsafe { kernel_avx2(&xq, &xs, &xsum, w, s, lo, &mut acc) }
             } else {
                 kernel_portable(&xq, &xs, &xsum, w, s, lo, &mut acc);
             }
@@ -209,6 +213,77 @@ unsafe fn kernel_vnni(xq: &[i8], xs: &[f32], xsum: &[f32], w: &[u8], s: &[u16], 
     kernel_portable(xq, xs, xsum, w, s, lo, acc)
 }
 
+fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// [`kernel_portable`] with AVX2, for CPUs without VNNI. A 4-bit code times an `i8` input is
+/// at most 15·127, so `vpmaddubsw`'s 16-bit pair sums cannot saturate here (unlike the int8
+/// kernel's full bytes), and `vpmaddwd` by ones completes each 4-input sum exactly as
+/// `vpdpbusd` does. Half a panel (32 channels) at a time keeps its sums in registers.
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn kernel_avx2(xq: &[i8], xs: &[f32], xsum: &[f32], w: &[u8], s: &[u16], lo: &[u16], acc: &mut [f32; NR]) {
+    use std::arch::x86_64::*;
+    let blocks = xs.len();
+    debug_assert!(xq.len() >= blocks * BLOCK && w.len() >= blocks * BLOCK_BYTES);
+    debug_assert!(s.len() >= blocks * NR && lo.len() >= blocks * NR);
+    let nibble = _mm256_set1_epi8(15);
+    let ones = _mm256_set1_epi16(1);
+    for half in 0..2 {
+        let mut f = [_mm256_setzero_ps(); 4];
+        for b in 0..blocks {
+            // SAFETY: the bounds asserted above: block b's bytes, codes, scales and offsets.
+            unsafe {
+                let mut d = [_mm256_setzero_si256(); 4];
+                let wb = w.as_ptr().add(b * BLOCK_BYTES + half * 128);
+                let xb = xq.as_ptr().add(b * BLOCK);
+                for j in 0..4 {
+                    let x0 = _mm256_set1_epi32(std::ptr::read_unaligned(xb.add(8 * j).cast::<i32>()));
+                    let x1 = _mm256_set1_epi32(std::ptr::read_unaligned(xb.add(8 * j + 4).cast::<i32>()));
+                    for (v, dv) in d.iter_mut().enumerate() {
+                        let raw = _mm256_loadu_si256(wb.add(j * NR * 4 + v * 32).cast());
+                        let low = _mm256_and_si256(raw, nibble);
+                        let high = _mm256_and_si256(_mm256_srli_epi16(raw, 4), nibble);
+                        *dv = _mm256_add_epi32(*dv, _mm256_madd_epi16(_mm256_maddubs_epi16(low, x0), ones));
+                        *dv = _mm256_add_epi32(*dv, _mm256_madd_epi16(_mm256_maddubs_epi16(high, x1), ones));
+                    }
+                }
+                let sx = _mm256_set1_ps(xs[b]);
+                let sum = _mm256_set1_ps(xsum[b]);
+                for (v, fv) in f.iter_mut().enumerate() {
+                    let at = b * NR + half * 32 + v * 8;
+                    let sc = _mm256_cvtph_ps(_mm_loadu_si128(s.as_ptr().add(at).cast()));
+                    let lw = _mm256_cvtph_ps(_mm_loadu_si128(lo.as_ptr().add(at).cast()));
+                    *fv = _mm256_fmadd_ps(_mm256_cvtepi32_ps(d[v]), _mm256_mul_ps(sc, sx), *fv);
+                    *fv = _mm256_fmadd_ps(lw, sum, *fv);
+                }
+            }
+        }
+        for (v, fv) in f.iter().enumerate() {
+            // SAFETY: `acc` has NR lanes; each vector covers 8 of them.
+            unsafe { _mm256_storeu_ps(acc.as_mut_ptr().add(half * 32 + v * 8), *fv) };
+        }
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn kernel_avx2(xq: &[i8], xs: &[f32], xsum: &[f32], w: &[u8], s: &[u16], lo: &[u16], acc: &mut [f32; NR]) {
+    kernel_portable(xq, xs, xsum, w, s, lo, acc)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -257,7 +332,13 @@ mod tests {
                         let mut fast = [0f32; NR];
                         // SAFETY: checked just above.
                         unsafe { kernel_vnni(&xq, &xs, &xsum, args.0, args.1, args.2, &mut fast) };
-                        assert_eq!(fast.map(f32::to_bits), slow.map(f32::to_bits), "({n}, {k}) panel {p}");
+                        assert_eq!(fast.map(f32::to_bits), slow.map(f32::to_bits), "vnni ({n}, {k}) panel {p}");
+                    }
+                    if has_avx2() {
+                        let mut fast = [0f32; NR];
+                        // SAFETY: checked just above.
+                        unsafe { kernel_avx2(&xq, &xs, &xsum, args.0, args.1, args.2, &mut fast) };
+                        assert_eq!(fast.map(f32::to_bits), slow.map(f32::to_bits), "avx2 ({n}, {k}) panel {p}");
                     }
                 }
             }
