@@ -92,7 +92,7 @@ impl Int4Matrix {
         let (xq, xs, xsum) = quantize_activations(x);
         let blocks = self.k / BLOCK;
         let vnni = crate::int8::has_vnni();
-        let avx2 = has_avx2();
+        let avx2 = crate::int8::has_avx2();
         let mut y = vec![0f32; self.n];
         y.par_chunks_mut(NR).enumerate().for_each(|(p, out)| {
             let w = &self.packed[p * blocks * BLOCK_BYTES..(p + 1) * blocks * BLOCK_BYTES];
@@ -213,19 +213,6 @@ unsafe fn kernel_vnni(xq: &[i8], xs: &[f32], xsum: &[f32], w: &[u8], s: &[u16], 
     kernel_portable(xq, xs, xsum, w, s, lo, acc)
 }
 
-fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("f16c")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// [`kernel_portable`] with AVX2, for CPUs without VNNI. A 4-bit code times an `i8` input is
 /// at most 15·127, so `vpmaddubsw`'s 16-bit pair sums cannot saturate here (unlike the int8
 /// kernel's full bytes), and `vpmaddwd` by ones completes each 4-input sum exactly as
@@ -334,7 +321,7 @@ mod tests {
                         unsafe { kernel_vnni(&xq, &xs, &xsum, args.0, args.1, args.2, &mut fast) };
                         assert_eq!(fast.map(f32::to_bits), slow.map(f32::to_bits), "vnni ({n}, {k}) panel {p}");
                     }
-                    if has_avx2() {
+                    if crate::int8::has_avx2() {
                         let mut fast = [0f32; NR];
                         // SAFETY: checked just above.
                         unsafe { kernel_avx2(&xq, &xs, &xsum, args.0, args.1, args.2, &mut fast) };

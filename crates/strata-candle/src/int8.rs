@@ -251,20 +251,35 @@ impl Kernel {
         if has_vnni() {
             return Kernel::Vnni;
         }
-        #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if has_avx2() {
             return Kernel::Avx2;
         }
         Kernel::Portable
     }
 }
 
+/// Whether the VNNI kernels (here and in `int4.rs`) can run.
 pub(crate) fn has_vnni() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether the AVX2 kernels (here and in `int4.rs`, which also converts f16 and fuses
+/// multiply-adds) can run.
+pub(crate) fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("f16c")
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -454,8 +469,7 @@ mod tests {
                         unsafe { kernel_vnni(xr, rows, q.kp, w, &mut fast) };
                         assert_eq!(fast, slow, "vnni ({m}, {n}, {k}) panel {p} rows {r0}");
                     }
-                    #[cfg(target_arch = "x86_64")]
-                    if std::arch::is_x86_feature_detected!("avx2") {
+                    if has_avx2() {
                         let xw: Vec<i16> = xr.iter().map(|&u| i16::from(u)).collect();
                         let mut fast = vec![5i32; rows * NR];
                         // SAFETY: checked just above.
