@@ -21,6 +21,8 @@
 use half::f16;
 use rayon::prelude::*;
 
+use crate::int8::Kernel;
+
 /// Inputs per block, each with its own scale and offset.
 pub(crate) const BLOCK: usize = 32;
 /// Output channels per packed panel: four 16-lane vectors.
@@ -91,22 +93,18 @@ impl Int4Matrix {
         assert_eq!(x.len(), self.k, "activation shape");
         let (xq, xs, xsum) = quantize_activations(x);
         let blocks = self.k / BLOCK;
-        let vnni = crate::int8::has_vnni();
-        let avx2 = crate::int8::has_avx2();
+        let kernel = Kernel::detect();
         let mut y = vec![0f32; self.n];
         y.par_chunks_mut(NR).enumerate().for_each(|(p, out)| {
             let w = &self.packed[p * blocks * BLOCK_BYTES..(p + 1) * blocks * BLOCK_BYTES];
             let s = &self.scale[p * blocks * NR..(p + 1) * blocks * NR];
             let lo = &self.low[p * blocks * NR..(p + 1) * blocks * NR];
             let mut acc = [0f32; NR];
-            if vnni {
-                // SAFETY: `has_vnni` checked the CPU features the kernel is compiled for.
-                unsafe { kernel_vnni(&xq, &xs, &xsum, w, s, lo, &mut acc) }
-            } else if avx2 {
-                // SAFETY: `has_avx2` checked the CPU features the kernel is compiled for.
-                unsafe { kernel_avx2(&xq, &xs, &xsum, w, s, lo, &mut acc) }
-            } else {
-                kernel_portable(&xq, &xs, &xsum, w, s, lo, &mut acc);
+            match kernel {
+                // SAFETY: `Kernel::detect` checked the CPU features each kernel is compiled for.
+                Kernel::Vnni => unsafe { kernel_vnni(&xq, &xs, &xsum, w, s, lo, &mut acc) },
+                Kernel::Avx2 => unsafe { kernel_avx2(&xq, &xs, &xsum, w, s, lo, &mut acc) },
+                Kernel::Portable => kernel_portable(&xq, &xs, &xsum, w, s, lo, &mut acc),
             }
             out.copy_from_slice(&acc[..out.len()]);
         });

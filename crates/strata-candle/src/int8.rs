@@ -236,18 +236,19 @@ impl candle_core::CustomOp1 for Int8Matrix {
     }
 }
 
-/// The integer kernel this CPU runs. All three compute the same exact sums.
+/// The integer kernels this CPU runs, here and in `int4.rs`. Each kind computes the same
+/// exact sums.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kernel {
+pub(crate) enum Kernel {
     /// AVX-512 VNNI: 64 byte products per instruction.
     Vnni,
-    /// AVX2 (every CPU the workspace builds for): 16 products of 16-bit values per instruction.
+    /// AVX2 with FMA and F16C, which every CPU the workspace builds for has.
     Avx2,
     Portable,
 }
 
 impl Kernel {
-    fn detect() -> Kernel {
+    pub(crate) fn detect() -> Kernel {
         if has_vnni() {
             return Kernel::Vnni;
         }
