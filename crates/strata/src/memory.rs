@@ -778,26 +778,7 @@ impl Snapshot {
             config: &self.config.recall,
             reranker: self.reranker.as_deref(),
         };
-        let mut query = recall::Query::new(question, embedding, content, &self.config.recall);
-        let split: f32 = std::env::var("STRATA_SPLIT_W").ok().and_then(|v| v.parse().ok()).unwrap_or(0.0);
-        let dense = std::env::var("STRATA_SPLIT_DENSE").map_or(true, |v| v != "0");
-        if split > 0.0 {
-            if let Some(words) = recall::content_words(question, speakers) {
-                let words: Vec<&str> = words.split_whitespace().collect();
-                if words.len() >= 2 {
-                    let vectors = match (&self.embedder, dense) {
-                        (Some(e), true) => e.embed_query(&words).ok().filter(|v| v.len() == words.len()),
-                        _ => None,
-                    };
-                    let n = words.len() as f32;
-                    for (i, w) in words.iter().enumerate() {
-                        let v = vectors.as_ref().map(|vs| vs[i].clone());
-                        query.words.push((split / n, w.to_string(), v));
-                    }
-                }
-            }
-        }
-        recall::rank(&at, &query)
+        recall::rank(&at, &recall::Query::new(question, embedding, content, &self.config.recall))
     }
 
     /// Index of the first turn still hot after the pinned prefix (everything before it has

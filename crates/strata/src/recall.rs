@@ -165,9 +165,6 @@ pub(crate) struct Input<'a> {
 pub(crate) struct Query<'a> {
     pub(crate) text: &'a str,
     pub(crate) searches: Vec<(f32, Option<Vec<f32>>)>,
-    /// TRIAL (issue 36, item 5): one search per content word, each weighted
-    /// `STRATA_SPLIT_W` / their count (`STRATA_SPLIT_DENSE=0`: by words only).
-    pub(crate) words: Vec<(f32, String, Option<Vec<f32>>)>,
 }
 
 impl<'a> Query<'a> {
@@ -183,7 +180,7 @@ impl<'a> Query<'a> {
         if let Some(v) = content {
             searches.push((config.content_query, Some(v)));
         }
-        Query { text, searches, words: Vec::new() }
+        Query { text, searches }
     }
 }
 
@@ -209,17 +206,15 @@ impl Stage for StoreFusion {
         query
             .searches
             .iter()
-            .map(|(w, e)| (*w, query.text.to_string(), e))
-            .chain(query.words.iter().map(|(w, t, e)| (*w, t.clone(), e)))
-            .map(|(weight, text, embedding)| {
+            .map(|(weight, embedding)| {
                 let q = RecallQuery {
-                    text,
+                    text: query.text.to_string(),
                     k: at.config.depth,
                     embedding: embedding.clone(),
                     time_range: None,
                 };
                 let found = at.store.search_ranked(at.conversation, &q)?;
-                Ok((weight, found.into_iter().map(|r| (r.seq as usize, r.score)).collect()))
+                Ok((*weight, found.into_iter().map(|r| (r.seq as usize, r.score)).collect()))
             })
             .collect()
     }
@@ -419,112 +414,6 @@ impl Stage for Rerank {
     }
 }
 
-fn env_f(name: &str, default: f32) -> f32 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// TRIAL (issue 36, item 5): pseudo-relevance feedback. The fused ranking's first
-/// `STRATA_PRF_K` units are taken as relevant; a second search runs with the question's vector
-/// plus `STRATA_PRF_B` times their mean vector (Rocchio) and the question's words plus the
-/// `STRATA_PRF_T` words of those units with the highest count × idf; its ranking, re-scored by
-/// surroundings, is added with weight `STRATA_PRF_W` (`STRATA_PRF_ONLY`: the feedback alone,
-/// without the question). Off unless `STRATA_PRF_K` is set.
-struct Feedback;
-
-impl Stage for Feedback {
-    fn run(
-        &self,
-        at: &Input<'_>,
-        query: &Query<'_>,
-        rankings: Vec<(f32, Ranked)>,
-    ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
-        let k = env_f("STRATA_PRF_K", 0.0) as usize;
-        let w = env_f("STRATA_PRF_W", 0.5);
-        let beta = env_f("STRATA_PRF_B", 1.0);
-        let terms = env_f("STRATA_PRF_T", 0.0) as usize;
-        let only = env_f("STRATA_PRF_ONLY", 0.0) > 0.0;
-        let [(_, ranked)] = rankings.as_slice() else { return Ok(rankings) };
-        if k == 0 || ranked.is_empty() {
-            return Ok(rankings);
-        }
-        let mut units: Vec<std::ops::Range<usize>> = Vec::new();
-        let mut seen = BTreeSet::new();
-        for &(i, _) in ranked {
-            if units.len() >= k {
-                break;
-            }
-            if seen.insert(at.grouping.bursts[i]) {
-                units.push(at.grouping.burst(i));
-            }
-        }
-        let fb: Vec<usize> = units.iter().flat_map(|u| u.clone()).collect();
-        // Rocchio vector.
-        let vector = match query.searches.first().and_then(|(_, v)| v.as_ref()) {
-            Some(q) if beta > 0.0 => {
-                let all = at.store.whole_vectors(at.conversation)?;
-                let mut sum = vec![0f32; q.len()];
-                let mut n = 0;
-                for &i in &fb {
-                    if let Some(v) = all.get(i).filter(|v| v.len() == q.len()) {
-                        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
-                        for (s, x) in sum.iter_mut().zip(v) {
-                            *s += x / norm;
-                        }
-                        n += 1;
-                    }
-                }
-                let qn = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
-                let v: Vec<f32> = q
-                    .iter()
-                    .zip(&sum)
-                    .map(|(a, b)| if only { 0.0 } else { a / qn } + if n > 0 { beta * b / n as f32 } else { 0.0 })
-                    .collect();
-                Some(v)
-            }
-            Some(q) => Some(q.clone()),
-            None => None,
-        };
-        // Expansion terms: tf in the feedback units times idf over the conversation.
-        let mut text = if only { String::new() } else { query.text.to_string() };
-        if terms > 0 {
-            let asked: BTreeSet<String> = strata_text::alnum_words(query.text).map(str::to_lowercase).collect();
-            let mut df: BTreeMap<String, usize> = BTreeMap::new();
-            for t in at.turns {
-                let words: BTreeSet<String> = strata_text::alnum_words(&t.content).map(str::to_lowercase).collect();
-                for w in words {
-                    *df.entry(w).or_default() += 1;
-                }
-            }
-            let mut tf: BTreeMap<String, f32> = BTreeMap::new();
-            for &i in &fb {
-                for w in strata_text::alnum_words(&at.turns[i].content) {
-                    let w = w.to_lowercase();
-                    if w.len() < 3 || is_stopword(&w) || asked.contains(&w) || at.grouping.speakers.contains(&w) {
-                        continue;
-                    }
-                    *tf.entry(w).or_default() += 1.0;
-                }
-            }
-            let n = at.turns.len() as f32;
-            let mut scored: Vec<(f32, String)> = tf
-                .into_iter()
-                .map(|(w, c)| (c * (n / df.get(&w).copied().unwrap_or(1) as f32).ln(), w))
-                .collect();
-            scored.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-            for (_, w) in scored.into_iter().take(terms) {
-                text.push(' ');
-                text.push_str(&w);
-            }
-        }
-        let q = RecallQuery { text, k: at.config.depth, embedding: vector, time_range: None };
-        let found = at.store.search_ranked(at.conversation, &q)?;
-        let fresh: Ranked = found.into_iter().map(|r| (r.seq as usize, r.score)).collect();
-        let named = named_speakers(&at.grouping.speakers, query.text);
-        let fresh = rescore(at, &named, &fresh);
-        Ok(vec![(1.0, combine(&[(1.0, ranked.clone()), (w, fresh)]))])
-    }
-}
-
 /// What the reranker reads for a unit's turns: one `speaker: text` line per turn.
 fn passage(turns: &[Turn]) -> String {
     let lines: Vec<String> = turns.iter().map(|t| format!("{}: {}", t.speaker_or_role(), t.content)).collect();
@@ -532,7 +421,7 @@ fn passage(turns: &[Turn]) -> String {
 }
 
 /// The stages, in order.
-const STAGES: &[&dyn Stage] = &[&StoreFusion, &Surroundings, &Combine, &Feedback, &Rerank];
+const STAGES: &[&dyn Stage] = &[&StoreFusion, &Surroundings, &Combine, &Rerank];
 
 /// Turn positions for the query, best first: every turn with a positive score.
 pub(crate) fn rank(at: &Input<'_>, query: &Query<'_>) -> Result<Ranked, MemoryError> {
