@@ -414,74 +414,6 @@ impl Stage for Rerank {
     }
 }
 
-fn env_f(name: &str, default: f32) -> f32 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// TRIAL (issue 36, item 5): sessions ranked by the question, by the cosine of its vector
-/// and the mean of their turns' vectors (a session's summary as a vector); a turn's fused score
-/// is multiplied by 1 + `STRATA_SESS_L` times its session's cosine scaled to 0..1 (or, with
-/// `STRATA_SESS_TOP` = N, 1 for the best N sessions and 0 for the rest).
-struct Sessions;
-
-impl Stage for Sessions {
-    fn run(
-        &self,
-        at: &Input<'_>,
-        query: &Query<'_>,
-        rankings: Vec<(f32, Ranked)>,
-    ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
-        let lambda = env_f("STRATA_SESS_L", 0.0);
-        let top = env_f("STRATA_SESS_TOP", 0.0) as usize;
-        let [(_, ranked)] = rankings.as_slice() else { return Ok(rankings) };
-        let Some(q) = query.searches.first().and_then(|(_, v)| v.as_ref()) else { return Ok(rankings) };
-        if lambda <= 0.0 || ranked.is_empty() {
-            return Ok(rankings);
-        }
-        let all = at.store.whole_vectors(at.conversation)?;
-        let n_sess = at.grouping.sessions.last().map_or(0, |&s| s as usize + 1);
-        let mut sums = vec![vec![0f32; q.len()]; n_sess];
-        for (i, v) in all.iter().enumerate() {
-            if v.len() != q.len() || i >= at.grouping.sessions.len() {
-                continue;
-            }
-            let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
-            for (s, x) in sums[at.grouping.sessions[i] as usize].iter_mut().zip(v) {
-                *s += x / norm;
-            }
-        }
-        let qn = q.iter().map(|x| x * x).sum::<f32>().sqrt().max(1e-9);
-        let mut cos: Vec<f32> = sums
-            .iter()
-            .map(|s| {
-                let sn = s.iter().map(|x| x * x).sum::<f32>().sqrt();
-                if sn == 0.0 { 0.0 } else { s.iter().zip(q).map(|(a, b)| a * b).sum::<f32>() / sn / qn }
-            })
-            .collect();
-        // Scaled: best session 1, worst 0; or the top N sessions 1 and the others 0.
-        if top > 0 {
-            let mut order: Vec<usize> = (0..cos.len()).collect();
-            order.sort_by(|&a, &b| cos[b].total_cmp(&cos[a]));
-            let mut flags = vec![0f32; cos.len()];
-            for &j in order.iter().take(top) {
-                flags[j] = 1.0;
-            }
-            cos = flags;
-        } else {
-            let (lo, hi) = cos.iter().fold((f32::MAX, f32::MIN), |(l, h), &c| (l.min(c), h.max(c)));
-            for c in &mut cos {
-                *c = if hi > lo { (*c - lo) / (hi - lo) } else { 0.0 };
-            }
-        }
-        let mut out: Ranked = ranked
-            .iter()
-            .map(|&(i, s)| (i, s * (1.0 + lambda * cos[at.grouping.sessions[i] as usize])))
-            .collect();
-        out.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        Ok(vec![(1.0, out)])
-    }
-}
-
 /// What the reranker reads for a unit's turns: one `speaker: text` line per turn.
 fn passage(turns: &[Turn]) -> String {
     let lines: Vec<String> = turns.iter().map(|t| format!("{}: {}", t.speaker_or_role(), t.content)).collect();
@@ -489,7 +421,7 @@ fn passage(turns: &[Turn]) -> String {
 }
 
 /// The stages, in order.
-const STAGES: &[&dyn Stage] = &[&StoreFusion, &Surroundings, &Combine, &Sessions, &Rerank];
+const STAGES: &[&dyn Stage] = &[&StoreFusion, &Surroundings, &Combine, &Rerank];
 
 /// Turn positions for the query, best first: every turn with a positive score.
 pub(crate) fn rank(at: &Input<'_>, query: &Query<'_>) -> Result<Ranked, MemoryError> {
