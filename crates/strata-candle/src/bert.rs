@@ -766,68 +766,136 @@ impl Encoder {
 
     /// The last layer's token vectors `(b, t, h)` for a batch of token id sequences padded to
     /// the longest, and the mask of real tokens `(b, t)`. `types` gives each token's type
-    /// (segment) where the input is a pair; without it every token is type 0.
+    /// (segment) where the input is a pair; without it every token is type 0. Rows of padding
+    /// are zero.
+    ///
+    /// Learned positions run the sequences packed, one after another with no padding: every
+    /// step but attention is per token, and attention reads each sequence's rows, so padding
+    /// would only add work (a quarter more in recall's slices of eight candidates of mixed
+    /// length). Rotary positions run padded, as `candle_nn`'s rotation wants them.
     pub(crate) fn forward(&self, batch: &[&[u32]], types: Option<&[&[u32]]>) -> candle_core::Result<(Tensor, Tensor)> {
+        let (b, t) = (batch.len(), batch.iter().map(|s| s.len()).max().unwrap_or(0));
+        let h = self.hidden;
+        let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
+        let mut mask = vec![0f32; b * t];
+        for (i, &len) in lengths.iter().enumerate() {
+            mask[i * t..i * t + len].iter_mut().for_each(|m| *m = 1.0);
+        }
+        let mask = Tensor::from_vec(mask, (b, t), &self.device)?;
+        let x = match &self.positions {
+            Positions::Learned(table) => {
+                let packed = self.forward_packed(batch, types, table)?.to_vec2::<f32>()?;
+                let mut padded = vec![0f32; b * t * h];
+                let mut rows = packed.iter();
+                for (i, &len) in lengths.iter().enumerate() {
+                    for (j, row) in rows.by_ref().take(len).enumerate() {
+                        padded[(i * t + j) * h..][..h].copy_from_slice(row);
+                    }
+                }
+                Tensor::from_vec(padded, (b, t, h), &self.device)?
+            }
+            Positions::Rotary { cos, sin } => self.forward_rotary(batch, types, (cos, sin))?,
+        };
+        Ok((x, mask))
+    }
+
+    /// The token type vector of every token of `batch`, as rows to add, each sequence padded to
+    /// `padded_to` where given (padding and missing types are type 0); `None` without types,
+    /// where the caller adds type 0's vector to every row.
+    fn type_rows(
+        &self,
+        batch: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        padded_to: Option<usize>,
+    ) -> candle_core::Result<Option<Tensor>> {
+        let Some(types) = types else { return Ok(None) };
+        let mut ids = Vec::new();
+        for (i, s) in batch.iter().enumerate() {
+            let ty = types.get(i).copied().unwrap_or(&[]);
+            let width = padded_to.unwrap_or(s.len());
+            ids.extend((0..width).map(|j| if j < s.len() { ty.get(j).copied().unwrap_or(0) } else { 0 }));
+        }
+        let n = ids.len();
+        Ok(Some(self.token_types.index_select(&Tensor::from_vec(ids, n, &self.device)?, 0)?))
+    }
+
+    /// The last layer's vectors `(Σ lengths, h)` of the sequences packed (learned positions).
+    fn forward_packed(
+        &self,
+        batch: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        table: &Embedding,
+    ) -> candle_core::Result<Tensor> {
+        let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
+        let n: usize = lengths.iter().sum();
+        let ids: Vec<u32> = batch.iter().flat_map(|s| s.iter().copied()).collect();
+        let positions: Vec<u32> = lengths.iter().flat_map(|&len| 0..len as u32).collect();
+        let mut x = self.word.forward(&Tensor::from_vec(ids, n, &self.device)?)?;
+        x = match self.type_rows(batch, types, None)? {
+            None => x.broadcast_add(&self.token_types.get(0)?)?,
+            Some(rows) => (x + rows)?,
+        };
+        x = (x + table.forward(&Tensor::from_vec(positions, n, &self.device)?)?)?;
+        let mut x = self.embed_norm.forward(&x)?;
+        for layer in &self.layers {
+            let (product, bias) = layer.qkv.product(&x)?;
+            // The 1/√d scale is folded into the query weights at load time.
+            let attention = Attention { lengths: lengths.clone(), heads: self.heads, bias: bias.to_vec() };
+            let ctx = product.apply_op1_no_bwd(&attention)?;
+            x = layer.rest(&ctx, &x)?;
+        }
+        Ok(x)
+    }
+
+    /// The last layer's token vectors `(b, t, h)`, padded (rotary positions).
+    fn forward_rotary(
+        &self,
+        batch: &[&[u32]],
+        types: Option<&[&[u32]]>,
+        (cos, sin): (&Tensor, &Tensor),
+    ) -> candle_core::Result<Tensor> {
         let (b, t) = (batch.len(), batch.iter().map(|s| s.len()).max().unwrap_or(0));
         let (h, heads) = (self.hidden, self.heads);
         let mut ids = vec![0u32; b * t];
-        let mut type_ids = vec![0u32; b * t];
-        let mut mask = vec![0f32; b * t];
         for (i, s) in batch.iter().enumerate() {
             ids[i * t..i * t + s.len()].copy_from_slice(s);
-            if let Some(ty) = types.and_then(|ty| ty.get(i)) {
-                type_ids[i * t..i * t + ty.len()].copy_from_slice(ty);
-            }
-            mask[i * t..i * t + s.len()].iter_mut().for_each(|m| *m = 1.0);
         }
         let ids = Tensor::from_vec(ids, (b, t), &self.device)?;
-        let mask = Tensor::from_vec(mask, (b, t), &self.device)?;
         let mut x = self.word.forward(&ids)?;
-        x = match types {
+        x = match self.type_rows(batch, types, Some(t))? {
             None => x.broadcast_add(&self.token_types.get(0)?)?,
-            Some(_) => {
-                let ty = Tensor::from_vec(type_ids, b * t, &self.device)?;
-                (x + self.token_types.index_select(&ty, 0)?.reshape((b, t, h))?)?
-            }
+            Some(rows) => (x + rows.reshape((b, t, h))?)?,
         };
-        let rotary = match &self.positions {
-            Positions::Learned(table) => {
-                x = x.broadcast_add(&table.forward(&Tensor::arange(0u32, t as u32, &self.device)?)?)?;
-                None
-            }
-            Positions::Rotary { cos, sin } => Some((cos.narrow(0, 0, t)?, sin.narrow(0, 0, t)?)),
-        };
+        let (cos, sin) = (cos.narrow(0, 0, t)?, sin.narrow(0, 0, t)?);
         let mut x = self.embed_norm.forward(&x)?.reshape((b * t, h))?;
         let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
         for layer in &self.layers {
             let (product, bias) = layer.qkv.product(&x)?;
-            // The 1/√d scale is folded into the query weights at load time.
-            let ctx = match &rotary {
-                // Learned positions: attention reads the fused product as it is.
-                None => {
-                    product.apply_op1_no_bwd(&Attention { lengths: lengths.clone(), heads, bias: bias.to_vec() })?
-                }
-                // Rotary: query and key are laid out by head and rotated first.
-                Some((cos, sin)) => {
-                    let qkv =
-                        product.apply_op1_no_bwd(&QkvHeads { bias: bias.to_vec(), batch: b, tokens: t, heads })?;
-                    let q = candle_nn::rotary_emb::rope(&qkv.get(0)?, cos, sin)?;
-                    let k = candle_nn::rotary_emb::rope(&qkv.get(1)?, cos, sin)?;
-                    let attention = Attention { lengths: lengths.clone(), heads, bias: Vec::new() };
-                    q.apply_op3_no_bwd(&k, &qkv.get(2)?, &attention)?
-                }
-            };
-            let a = layer.attn_out.forward_residual_norm(&ctx, &x, &layer.attn_norm)?;
-            x = match &layer.ffn {
-                Ffn::Gelu { intermediate, output } => {
-                    output.forward_residual_norm(&intermediate.forward_gelu(&a)?, &a, &layer.out_norm)?
-                }
-                Ffn::SwiGlu { gate_up, down } => {
-                    down.forward_residual_norm(&gate_up.forward_swiglu(&a)?, &a, &layer.out_norm)?
-                }
-            };
+            // Query and key are laid out by head and rotated first.
+            let qkv = product.apply_op1_no_bwd(&QkvHeads { bias: bias.to_vec(), batch: b, tokens: t, heads })?;
+            let q = candle_nn::rotary_emb::rope(&qkv.get(0)?, &cos, &sin)?;
+            let k = candle_nn::rotary_emb::rope(&qkv.get(1)?, &cos, &sin)?;
+            let attention = Attention { lengths: lengths.clone(), heads, bias: Vec::new() };
+            let ctx = q.apply_op3_no_bwd(&k, &qkv.get(2)?, &attention)?;
+            x = layer.rest(&ctx, &x)?;
         }
-        Ok((x.reshape((b, t, h))?, mask))
+        x.reshape((b, t, h))
+    }
+}
+
+impl Layer {
+    /// A layer after attention: the output projection with residual and norm, then the
+    /// feed-forward block with its own.
+    fn rest(&self, ctx: &Tensor, x: &Tensor) -> candle_core::Result<Tensor> {
+        let a = self.attn_out.forward_residual_norm(ctx, x, &self.attn_norm)?;
+        match &self.ffn {
+            Ffn::Gelu { intermediate, output } => {
+                output.forward_residual_norm(&intermediate.forward_gelu(&a)?, &a, &self.out_norm)
+            }
+            Ffn::SwiGlu { gate_up, down } => {
+                down.forward_residual_norm(&gate_up.forward_swiglu(&a)?, &a, &self.out_norm)
+            }
+        }
     }
 }
 

@@ -54,12 +54,13 @@ pub(crate) fn fast_exp(x: f32) -> f32 {
 /// softmax and a transposing copy: at BERT's sizes (t ≈ 60, d = 32) these were a quarter of
 /// a forward pass in thread hand-offs and fresh buffers for a few per cent of its arithmetic.
 ///
-/// As a [`CustomOp1`] it reads the fused query-key-value product `(b·t, 3·h)` as it comes
-/// from the matmul and adds its bias itself (classic BERT); as a [`CustomOp3`] it takes
-/// query, key and value laid out `(b, heads, t, d)` with their bias added (rotary models,
-/// whose query and key are rotated first). The 1/√d scale is in the query already. Rows of
-/// padding tokens come out zero: keys past a sequence's length are never read, so they can
-/// change nothing, and every pooling reads real tokens only.
+/// As a [`CustomOp1`] it reads the fused query-key-value product `(Σ lengths, 3·h)` as it
+/// comes from the matmul, the sequences packed one after another with no padding, and adds
+/// its bias itself (classic BERT); as a [`CustomOp3`] it takes query, key and value laid out
+/// `(b, heads, t, d)`, padded to the longest, with their bias added (rotary models, whose
+/// query and key are rotated first). The 1/√d scale is in the query already. Rows of padding
+/// tokens come out zero: keys past a sequence's length are never read, so they can change
+/// nothing, and every pooling reads real tokens only.
 pub(crate) struct Attention {
     /// Each sequence's number of real tokens.
     pub(crate) lengths: Vec<usize>,
@@ -83,26 +84,37 @@ impl Rows<'_> {
 }
 
 impl Attention {
-    /// Runs every sequence; `parts(bi, head)` gives a head's query, key and value rows and
-    /// their biases (zero-length where added already).
+    /// Runs every sequence; `spans[bi]` is how many rows sequence `bi` has in the output (its
+    /// length when packed, the batch's longest when padded), one sequence after another, and
+    /// `parts(bi, head)` gives a head's query, key and value rows and their biases
+    /// (zero-length where added already).
     fn run<'a>(
         &self,
-        (b, t, d): (usize, usize, usize),
+        spans: &[usize],
+        d: usize,
         parts: impl Fn(usize, usize) -> ([Rows<'a>; 3], [&'a [f32]; 3]) + Sync,
     ) -> candle_core::Result<(CpuStorage, Shape)> {
-        if self.lengths.len() != b {
-            candle_core::bail!("attention: {} lengths for a batch of {b}", self.lengths.len());
+        if self.lengths.len() != spans.len() {
+            candle_core::bail!("attention: {} lengths for a batch of {}", self.lengths.len(), spans.len());
         }
         let h = self.heads * d;
-        let mut out = vec![0f32; b * t * h];
-        out.par_chunks_mut((t * h).max(1)).enumerate().for_each(|(bi, rows)| {
-            let mut work = AttentionWork::new(self.lengths[bi].min(t), d);
+        let rows: usize = spans.iter().sum();
+        let mut out = vec![0f32; rows * h];
+        let mut sequences: Vec<&mut [f32]> = Vec::with_capacity(spans.len());
+        let mut rest = &mut out[..];
+        for &span in spans {
+            let (this, tail) = rest.split_at_mut(span * h);
+            sequences.push(this);
+            rest = tail;
+        }
+        sequences.into_par_iter().enumerate().for_each(|(bi, rows)| {
+            let mut work = AttentionWork::new(self.lengths[bi].min(spans[bi]), d);
             for head in 0..self.heads {
                 let (qkv, bias) = parts(bi, head);
                 work.head(qkv, bias, &mut rows[head * d..], h);
             }
         });
-        Ok((CpuStorage::F32(out), Shape::from((b * t, h))))
+        Ok((CpuStorage::F32(out), Shape::from((rows, h))))
     }
 }
 
@@ -113,7 +125,7 @@ impl CustomOp1 for Attention {
 
     fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
         let x = contiguous(storage, layout)?;
-        let (b, width) = (self.lengths.len(), self.bias.len());
+        let width = self.bias.len();
         let (h, heads) = (width / 3, self.heads);
         let rows = layout.dims().first().copied().unwrap_or(0);
         if layout.dims().len() != 2 || layout.dims()[1] != width || h * 3 != width || heads == 0 || h % heads != 0 {
@@ -122,12 +134,15 @@ impl CustomOp1 for Attention {
                 layout.shape()
             );
         }
-        if b == 0 || rows % b != 0 {
-            candle_core::bail!("attention: {rows} rows do not split into {b} sequences");
+        let total: usize = self.lengths.iter().sum();
+        if rows != total {
+            candle_core::bail!("attention: {rows} rows for sequences of {total} tokens packed");
         }
-        let (t, d) = (rows / b, h / heads);
-        self.run((b, t, d), |bi, head| {
-            let part = |p: usize| Rows { data: x, start: bi * t * width + p * h + head * d, stride: width };
+        let d = h / heads;
+        let starts: Vec<usize> =
+            self.lengths.iter().scan(0, |at, &len| Some(std::mem::replace(at, *at + len))).collect();
+        self.run(&self.lengths, d, |bi, head| {
+            let part = |p: usize| Rows { data: x, start: starts[bi] * width + p * h + head * d, stride: width };
             let bias = |p: usize| &self.bias[p * h + head * d..][..d];
             ([part(0), part(1), part(2)], [bias(0), bias(1), bias(2)])
         })
@@ -154,7 +169,7 @@ impl CustomOp3 for Attention {
             candle_core::bail!("attention: query, key and value must be alike (b, {}, t, d), got {dims:?}", self.heads);
         }
         let (b, t, d) = (dims[0], dims[2], dims[3]);
-        self.run((b, t, d), |bi, head| {
+        self.run(&vec![t; b], d, |bi, head| {
             let start = (bi * self.heads + head) * t * d;
             let part = |data| Rows { data, start, stride: d };
             ([part(q), part(k), part(v)], [&[][..]; 3])
@@ -518,8 +533,9 @@ mod tests {
     }
 
     /// Both forms of the fused attention give the plain formula, for lengths that are not
-    /// whole blocks of queries or keys, padding in the batch, and head sizes that are not
-    /// whole blocks of value columns; the fused product's bias is added.
+    /// whole blocks of queries or keys, padding in the batch (three tensors) or sequences of
+    /// different lengths packed (the fused product), and head sizes that are not whole blocks
+    /// of value columns; the fused product's bias is added.
     #[test]
     fn attention_is_softmax_of_scores_times_values() -> candle_core::Result<()> {
         let mut seed = 3;
@@ -545,19 +561,29 @@ mod tests {
             let three = Attention { lengths: lengths.clone(), heads, bias: Vec::new() };
             close(&qt.apply_op3_no_bwd(&kt, &vt, &three)?.flatten_all()?.to_vec1()?, "three-tensor");
 
-            // The same values as a fused product (b·t, 3·h), less the bias the op adds back.
-            let mut fused = vec![0f32; b * t * 3 * h];
+            // The same values as a fused product of the real tokens packed (Σ lengths, 3·h),
+            // less the bias the op adds back; its rows, padded again, must match.
+            let starts: Vec<usize> = lengths.iter().scan(0, |at, &n| Some(std::mem::replace(at, *at + n))).collect();
+            let rows: usize = lengths.iter().sum();
+            let mut fused = vec![0f32; rows * 3 * h];
             for (p, x) in [&q, &k, &v].into_iter().enumerate() {
-                for (bi, head, i, c) in (0..b).flat_map(|bi| {
-                    (0..heads).flat_map(move |hd| (0..t).flat_map(move |i| (0..d).map(move |c| (bi, hd, i, c))))
-                }) {
-                    let col = p * h + head * d + c;
-                    fused[(bi * t + i) * 3 * h + col] = x[((bi * heads + head) * t + i) * d + c] - bias[col];
+                for (bi, head, c) in
+                    (0..b).flat_map(|bi| (0..heads).flat_map(move |hd| (0..d).map(move |c| (bi, hd, c))))
+                {
+                    for i in 0..lengths[bi] {
+                        let col = p * h + head * d + c;
+                        fused[(starts[bi] + i) * 3 * h + col] = x[((bi * heads + head) * t + i) * d + c] - bias[col];
+                    }
                 }
             }
-            let product = Tensor::from_slice(&fused, (b * t, 3 * h), &dev)?;
+            let product = Tensor::from_slice(&fused, (rows, 3 * h), &dev)?;
             let one = Attention { lengths: lengths.clone(), heads, bias: bias.clone() };
-            close(&product.apply_op1_no_bwd(&one)?.flatten_all()?.to_vec1()?, "fused");
+            let packed: Vec<f32> = product.apply_op1_no_bwd(&one)?.flatten_all()?.to_vec1()?;
+            let mut padded = vec![0f32; b * t * h];
+            for (bi, &len) in lengths.iter().enumerate() {
+                padded[bi * t * h..][..len * h].copy_from_slice(&packed[starts[bi] * h..][..len * h]);
+            }
+            close(&padded, "fused");
         }
         Ok(())
     }
