@@ -784,17 +784,16 @@ impl Encoder {
         let mask = Tensor::from_vec(mask, (b, t), &self.device)?;
         let x = match &self.positions {
             Positions::Learned(table) => {
-                let packed = self.forward_packed(batch, types, table)?.to_vec2::<f32>()?;
+                let packed: Vec<f32> = self.forward_packed(batch, types, &lengths, table)?.flatten_all()?.to_vec1()?;
                 let mut padded = vec![0f32; b * t * h];
-                let mut rows = packed.iter();
+                let mut at = 0;
                 for (i, &len) in lengths.iter().enumerate() {
-                    for (j, row) in rows.by_ref().take(len).enumerate() {
-                        padded[(i * t + j) * h..][..h].copy_from_slice(row);
-                    }
+                    padded[i * t * h..][..len * h].copy_from_slice(&packed[at..at + len * h]);
+                    at += len * h;
                 }
                 Tensor::from_vec(padded, (b, t, h), &self.device)?
             }
-            Positions::Rotary { cos, sin } => self.forward_rotary(batch, types, (cos, sin))?,
+            Positions::Rotary { cos, sin } => self.forward_rotary(batch, types, &lengths, (cos, sin))?,
         };
         Ok((x, mask))
     }
@@ -819,14 +818,15 @@ impl Encoder {
         Ok(Some(self.token_types.index_select(&Tensor::from_vec(ids, n, &self.device)?, 0)?))
     }
 
-    /// The last layer's vectors `(Σ lengths, h)` of the sequences packed (learned positions).
+    /// The last layer's vectors `(Σ lengths, h)` of the sequences packed (learned positions);
+    /// `lengths` are the sequences' token counts.
     fn forward_packed(
         &self,
         batch: &[&[u32]],
         types: Option<&[&[u32]]>,
+        lengths: &[usize],
         table: &Embedding,
     ) -> candle_core::Result<Tensor> {
-        let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
         let n: usize = lengths.iter().sum();
         let ids: Vec<u32> = batch.iter().flat_map(|s| s.iter().copied()).collect();
         let positions: Vec<u32> = lengths.iter().flat_map(|&len| 0..len as u32).collect();
@@ -840,7 +840,7 @@ impl Encoder {
         for layer in &self.layers {
             let (product, bias) = layer.qkv.product(&x)?;
             // The 1/√d scale is folded into the query weights at load time.
-            let attention = Attention { lengths: lengths.clone(), heads: self.heads, bias: bias.to_vec() };
+            let attention = Attention { lengths: lengths.to_vec(), heads: self.heads, bias: bias.to_vec() };
             let ctx = product.apply_op1_no_bwd(&attention)?;
             x = layer.rest(&ctx, &x)?;
         }
@@ -852,9 +852,10 @@ impl Encoder {
         &self,
         batch: &[&[u32]],
         types: Option<&[&[u32]]>,
+        lengths: &[usize],
         (cos, sin): (&Tensor, &Tensor),
     ) -> candle_core::Result<Tensor> {
-        let (b, t) = (batch.len(), batch.iter().map(|s| s.len()).max().unwrap_or(0));
+        let (b, t) = (batch.len(), lengths.iter().copied().max().unwrap_or(0));
         let (h, heads) = (self.hidden, self.heads);
         let mut ids = vec![0u32; b * t];
         for (i, s) in batch.iter().enumerate() {
@@ -868,14 +869,13 @@ impl Encoder {
         };
         let (cos, sin) = (cos.narrow(0, 0, t)?, sin.narrow(0, 0, t)?);
         let mut x = self.embed_norm.forward(&x)?.reshape((b * t, h))?;
-        let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
         for layer in &self.layers {
             let (product, bias) = layer.qkv.product(&x)?;
             // Query and key are laid out by head and rotated first.
             let qkv = product.apply_op1_no_bwd(&QkvHeads { bias: bias.to_vec(), batch: b, tokens: t, heads })?;
             let q = candle_nn::rotary_emb::rope(&qkv.get(0)?, &cos, &sin)?;
             let k = candle_nn::rotary_emb::rope(&qkv.get(1)?, &cos, &sin)?;
-            let attention = Attention { lengths: lengths.clone(), heads, bias: Vec::new() };
+            let attention = Attention { lengths: lengths.to_vec(), heads, bias: Vec::new() };
             let ctx = q.apply_op3_no_bwd(&k, &qkv.get(2)?, &attention)?;
             x = layer.rest(&ctx, &x)?;
         }
