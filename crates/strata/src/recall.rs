@@ -362,7 +362,7 @@ impl Stage for Rerank {
             }
         }
         let keep = at.config.rerank_keep.min(units.len());
-        let passages: Vec<String> = units[keep..].iter().map(|u| shown(at, u.clone())).collect();
+        let passages: Vec<String> = units[keep..].iter().map(|u| passage(&at.turns[u.clone()])).collect();
         let start = Instant::now();
         let mut scores: Vec<f32> = Vec::new();
         let mut cut_short = false;
@@ -418,39 +418,6 @@ impl Stage for Rerank {
 fn passage(turns: &[Turn]) -> String {
     let lines: Vec<String> = turns.iter().map(|t| format!("{}: {}", t.speaker_or_role(), t.content)).collect();
     lines.join("\n")
-}
-
-/// TRIAL: what the cross-encoder reads for a unit, by `STRATA_RR_PASSAGE`: `window` adds one
-/// turn of its session each side, `date` opens with its date line and relative notes.
-fn shown(at: &Input<'_>, u: std::ops::Range<usize>) -> String {
-    let how = std::env::var("STRATA_RR_PASSAGE").unwrap_or_default();
-    let mut r = u.clone();
-    if how.contains("window") {
-        let s = &at.grouping.sessions;
-        if r.start > 0 && s[r.start - 1] == s[u.start] {
-            r.start -= 1;
-        }
-        if r.end < at.turns.len() && s[r.end] == s[u.start] {
-            r.end += 1;
-        }
-    }
-    let mut text = String::new();
-    if how.contains("date") {
-        if let Some(ts) = at.turns[u.start].timestamp {
-            text.push_str(&strata_text::date_line(strata_text::Date::of(ts)));
-            text.push('\n');
-        }
-        let lines: Vec<String> = at.turns[r]
-            .iter()
-            .map(|t| {
-                let note = t.timestamp.map(|ts| strata_text::relative_note([t.content.as_str()], ts)).unwrap_or_default();
-                format!("{}: {note}{}", t.speaker_or_role(), t.content)
-            })
-            .collect();
-        text.push_str(&lines.join("\n"));
-        return text;
-    }
-    passage(&at.turns[r])
 }
 
 /// The stages, in order.
