@@ -259,7 +259,7 @@ pub struct Reranking {
     pub deadline: Option<Duration>,
     contexts: AtomicUsize,
     cut_short: AtomicUsize,
-    /// Seconds a byte of a padded slice cost in the latest model call (an f64's bits; 0 until
+    /// Seconds a byte of a slice's pairs cost in the latest model call (an f64's bits; 0 until
     /// the first): what sizes each slice to the time a context has left. Measured, not fixed,
     /// because it moves by an order of magnitude with the passages' length and the load.
     pace: AtomicU64,
@@ -292,20 +292,20 @@ impl Reranking {
     /// a deadline only as many as the latest pace says fit in `left`, none once the time is up.
     /// One at least while no call has been timed yet, and at a context's `first` slice however
     /// slow the pace: it measures the pace again, so that one slow call (a burst of load) does
-    /// not stop reranking for good. A slice is padded to its longest passage, so its work is its
-    /// length times its longest.
-    pub(crate) fn next_slice(&self, rest: &[String], left: Option<Duration>, first: bool) -> usize {
+    /// not stop reranking for good. A slice's work is the bytes of its pairs, the question's and
+    /// each passage's: the model reads a slice's pairs one after another, without padding.
+    pub(crate) fn next_slice(&self, query: &str, rest: &[String], left: Option<Duration>, first: bool) -> usize {
         let most = rest.len().min(RERANK_SLICE);
         let Some(left) = left else { return most };
         if left.is_zero() {
             return 0;
         }
         let pace = f64::from_bits(self.pace.load(Ordering::Relaxed));
-        let (mut n, mut longest) = (0, 0);
+        let (mut n, mut work) = (0, 0);
         if pace > 0.0 {
             for p in &rest[..most] {
-                longest = longest.max(p.len());
-                if pace * ((n + 1) * longest) as f64 > left.as_secs_f64() {
+                work += query.len() + p.len();
+                if pace * work as f64 > left.as_secs_f64() {
                     break;
                 }
                 n += 1;
@@ -318,9 +318,9 @@ impl Reranking {
         }
     }
 
-    /// Keeps the pace of a slice just scored.
-    pub(crate) fn timed(&self, slice: &[&str], took: Duration) {
-        let work = slice.len() * slice.iter().map(|p| p.len()).max().unwrap_or(0);
+    /// Keeps the pace of a slice just scored against `query`.
+    pub(crate) fn timed(&self, query: &str, slice: &[&str], took: Duration) {
+        let work: usize = slice.iter().map(|p| query.len() + p.len()).sum();
         if work > 0 {
             self.pace.store((took.as_secs_f64() / work as f64).to_bits(), Ordering::Relaxed);
         }
@@ -369,7 +369,7 @@ impl Stage for Rerank {
         while scores.len() < passages.len() {
             let rest = &passages[scores.len()..];
             let left = rr.deadline.map(|d| d.saturating_sub(start.elapsed()));
-            let n = rr.next_slice(rest, left, scores.is_empty());
+            let n = rr.next_slice(query.text, rest, left, scores.is_empty());
             if n == 0 {
                 cut_short = true;
                 break;
@@ -378,7 +378,7 @@ impl Stage for Rerank {
             let called = Instant::now();
             match rr.model.score(query.text, &slice) {
                 Ok(s) if s.len() == slice.len() => {
-                    rr.timed(&slice, called.elapsed());
+                    rr.timed(query.text, &slice, called.elapsed());
                     scores.extend(s);
                 }
                 _ => {

@@ -1149,23 +1149,29 @@ fn a_deadline_sizes_each_reranking_slice_by_the_pace_last_measured() {
     let (_, rr) = reranked_memory(0, None);
     let ms = Duration::from_millis;
     let texts = |lengths: &[usize]| lengths.iter().map(|&n| "x".repeat(n)).collect::<Vec<_>>();
+    let q = "q".repeat(50);
     let even = texts(&[100; 20]);
     // Without a deadline, whole slices; with one but no call timed yet, one passage to learn
     // the pace; with the time up, none.
-    assert_eq!(rr.next_slice(&even, None, false), crate::recall::RERANK_SLICE);
-    assert_eq!(rr.next_slice(&even, Some(ms(100)), false), 1);
-    assert_eq!(rr.next_slice(&even, Some(Duration::ZERO), false), 0);
-    // Two passages of 100 bytes in 10 ms: 5 ms a passage of that length.
-    rr.timed(&["x".repeat(100).as_str(), "x".repeat(100).as_str()], ms(10));
-    assert_eq!(rr.next_slice(&even, Some(ms(16)), false), 3);
-    assert_eq!(rr.next_slice(&even, Some(ms(4)), false), 0);
-    assert_eq!(rr.next_slice(&even, Some(ms(1000)), false), crate::recall::RERANK_SLICE);
-    // A slice is padded to its longest: a 400-byte third passage makes three cost 60 ms.
-    assert_eq!(rr.next_slice(&texts(&[100, 100, 400, 100]), Some(ms(30)), false), 2);
-    // The pace follows the latest call: under load, the same passages take four times as long.
-    rr.timed(&["x".repeat(100).as_str(), "x".repeat(100).as_str()], ms(40));
-    assert_eq!(rr.next_slice(&even, Some(ms(16)), false), 0);
-    assert_eq!(rr.next_slice(&even, Some(ms(45)), false), 2);
+    assert_eq!(rr.next_slice(&q, &even, None, false), crate::recall::RERANK_SLICE);
+    assert_eq!(rr.next_slice(&q, &even, Some(ms(100)), false), 1);
+    assert_eq!(rr.next_slice(&q, &even, Some(Duration::ZERO), false), 0);
+    // Two pairs of 150 bytes (the question's 50 and a passage's 100) in 10 ms: 5 ms a pair.
+    rr.timed(&q, &["x".repeat(100).as_str(), "x".repeat(100).as_str()], ms(10));
+    assert_eq!(rr.next_slice(&q, &even, Some(ms(16)), false), 3);
+    assert_eq!(rr.next_slice(&q, &even, Some(ms(4)), false), 0);
+    assert_eq!(rr.next_slice(&q, &even, Some(ms(1000)), false), crate::recall::RERANK_SLICE);
+    // A slice costs the sum of its pairs: a 400-byte third passage costs 15 ms alone, so three
+    // take 25 ms and four 30; a longer question costs every pair more.
+    let mixed = texts(&[100, 100, 400, 100]);
+    assert_eq!(rr.next_slice(&q, &mixed, Some(ms(20)), false), 2);
+    assert_eq!(rr.next_slice(&q, &mixed, Some(ms(28)), false), 3);
+    assert_eq!(rr.next_slice(&q, &mixed, Some(ms(31)), false), 4);
+    assert_eq!(rr.next_slice(&"q".repeat(200), &even, Some(ms(16)), false), 1);
+    // The pace follows the latest call: under load, the same pairs take four times as long.
+    rr.timed(&q, &["x".repeat(100).as_str(), "x".repeat(100).as_str()], ms(40));
+    assert_eq!(rr.next_slice(&q, &even, Some(ms(16)), false), 0);
+    assert_eq!(rr.next_slice(&q, &even, Some(ms(45)), false), 2);
     // A context's first slice reads one passage however slow the pace, to measure it again.
-    assert_eq!(rr.next_slice(&even, Some(ms(16)), true), 1);
+    assert_eq!(rr.next_slice(&q, &even, Some(ms(16)), true), 1);
 }
