@@ -18,7 +18,7 @@ use strata_core::{EmbedError, Embedder};
 use tokenizers::{Tokenizer, TruncationParams};
 
 use crate::int8::Int8Matrix;
-use crate::kernels::{Attention, BiasGelu, BiasResidualNorm, QkvHeads, SwiGlu};
+use crate::kernels::{Attention, BiasGelu, BiasResidualNorm, Rotation, SwiGlu};
 use crate::onnx::Onnx;
 use crate::weights::{ModelSpec, PinnedFile};
 use crate::ModelError;
@@ -283,7 +283,7 @@ enum Positions {
     /// BERT: a learned vector per position, added to the token's.
     Learned(Embedding),
     /// nomic-bert: query and key rotated by position (NeoX halves), `(positions, d/2)` tables.
-    Rotary { cos: Tensor, sin: Tensor },
+    Rotary { cos: Vec<f32>, sin: Vec<f32> },
 }
 
 /// A LayerNorm's parameters, applied together with the bias and residual before it.
@@ -494,10 +494,7 @@ impl BertEmbedder {
                 },
                 encoder: Encoder {
                     word,
-                    positions: Positions::Rotary {
-                        cos: Tensor::from_vec(cos, (max_tokens, half), &device)?,
-                        sin: Tensor::from_vec(sin, (max_tokens, half), &device)?,
-                    },
+                    positions: Positions::Rotary { cos, sin },
                     token_types,
                     embed_norm,
                     layers,
@@ -769,10 +766,10 @@ impl Encoder {
     /// (segment) where the input is a pair; without it every token is type 0. Rows of padding
     /// are zero.
     ///
-    /// Learned positions run the sequences packed, one after another with no padding: every
-    /// step but attention is per token, and attention reads each sequence's rows, so padding
-    /// would only add work (a quarter more in recall's slices of eight candidates of mixed
-    /// length). Rotary positions run padded, as `candle_nn`'s rotation wants them.
+    /// The sequences run packed, one after another with no padding: every step but attention
+    /// is per token, and attention reads each sequence's rows (and rotates them, for rotary
+    /// positions), so padding would only add work (a quarter more in recall's slices of eight
+    /// candidates of mixed length). Only the result is padded, for pooling.
     pub(crate) fn forward(&self, batch: &[&[u32]], types: Option<&[&[u32]]>) -> candle_core::Result<(Tensor, Tensor)> {
         let (b, t) = (batch.len(), batch.iter().map(|s| s.len()).max().unwrap_or(0));
         let h = self.hidden;
@@ -782,104 +779,61 @@ impl Encoder {
             mask[i * t..i * t + len].iter_mut().for_each(|m| *m = 1.0);
         }
         let mask = Tensor::from_vec(mask, (b, t), &self.device)?;
-        let x = match &self.positions {
-            Positions::Learned(table) => {
-                let packed: Vec<f32> = self.forward_packed(batch, types, &lengths, table)?.flatten_all()?.to_vec1()?;
-                let mut padded = vec![0f32; b * t * h];
-                let mut at = 0;
-                for (i, &len) in lengths.iter().enumerate() {
-                    padded[i * t * h..][..len * h].copy_from_slice(&packed[at..at + len * h]);
-                    at += len * h;
-                }
-                Tensor::from_vec(padded, (b, t, h), &self.device)?
-            }
-            Positions::Rotary { cos, sin } => self.forward_rotary(batch, types, &lengths, (cos, sin))?,
-        };
-        Ok((x, mask))
+        let packed: Vec<f32> = self.forward_packed(batch, types, &lengths)?.flatten_all()?.to_vec1()?;
+        let mut padded = vec![0f32; b * t * h];
+        let mut at = 0;
+        for (i, &len) in lengths.iter().enumerate() {
+            padded[i * t * h..][..len * h].copy_from_slice(&packed[at..at + len * h]);
+            at += len * h;
+        }
+        Ok((Tensor::from_vec(padded, (b, t, h), &self.device)?, mask))
     }
 
-    /// The token type vector of every token of `batch`, as rows to add, each sequence padded to
-    /// `padded_to` where given (padding and missing types are type 0); `None` without types,
-    /// where the caller adds type 0's vector to every row.
-    fn type_rows(
-        &self,
-        batch: &[&[u32]],
-        types: Option<&[&[u32]]>,
-        padded_to: Option<usize>,
-    ) -> candle_core::Result<Option<Tensor>> {
+    /// The token type vector of every token of `batch`, packed, as rows to add (missing types
+    /// are type 0); `None` without types, where the caller adds type 0's vector to every row.
+    fn type_rows(&self, batch: &[&[u32]], types: Option<&[&[u32]]>) -> candle_core::Result<Option<Tensor>> {
         let Some(types) = types else { return Ok(None) };
         let mut ids = Vec::new();
         for (i, s) in batch.iter().enumerate() {
             let ty = types.get(i).copied().unwrap_or(&[]);
-            let width = padded_to.unwrap_or(s.len());
-            ids.extend((0..width).map(|j| if j < s.len() { ty.get(j).copied().unwrap_or(0) } else { 0 }));
+            ids.extend((0..s.len()).map(|j| ty.get(j).copied().unwrap_or(0)));
         }
         let n = ids.len();
         Ok(Some(self.token_types.index_select(&Tensor::from_vec(ids, n, &self.device)?, 0)?))
     }
 
-    /// The last layer's vectors `(Σ lengths, h)` of the sequences packed (learned positions);
-    /// `lengths` are the sequences' token counts.
+    /// The last layer's vectors `(Σ lengths, h)` of the sequences packed; `lengths` are the
+    /// sequences' token counts.
     fn forward_packed(
         &self,
         batch: &[&[u32]],
         types: Option<&[&[u32]]>,
         lengths: &[usize],
-        table: &Embedding,
     ) -> candle_core::Result<Tensor> {
         let n: usize = lengths.iter().sum();
         let ids: Vec<u32> = batch.iter().flat_map(|s| s.iter().copied()).collect();
-        let positions: Vec<u32> = lengths.iter().flat_map(|&len| 0..len as u32).collect();
         let mut x = self.word.forward(&Tensor::from_vec(ids, n, &self.device)?)?;
-        x = match self.type_rows(batch, types, None)? {
+        x = match self.type_rows(batch, types)? {
             None => x.broadcast_add(&self.token_types.get(0)?)?,
             Some(rows) => (x + rows)?,
         };
-        x = (x + table.forward(&Tensor::from_vec(positions, n, &self.device)?)?)?;
+        let rotation = match &self.positions {
+            Positions::Learned(table) => {
+                let positions: Vec<u32> = lengths.iter().flat_map(|&len| 0..len as u32).collect();
+                x = (x + table.forward(&Tensor::from_vec(positions, n, &self.device)?)?)?;
+                None
+            }
+            Positions::Rotary { cos, sin } => Some(Rotation { cos, sin }),
+        };
         let mut x = self.embed_norm.forward(&x)?;
         for layer in &self.layers {
             let (product, bias) = layer.qkv.product(&x)?;
             // The 1/√d scale is folded into the query weights at load time.
-            let attention = Attention { lengths: lengths.to_vec(), heads: self.heads, bias: bias.to_vec() };
+            let attention = Attention { lengths: lengths.to_vec(), heads: self.heads, bias: bias.to_vec(), rotation };
             let ctx = product.apply_op1_no_bwd(&attention)?;
             x = layer.rest(&ctx, &x)?;
         }
         Ok(x)
-    }
-
-    /// The last layer's token vectors `(b, t, h)`, padded (rotary positions).
-    fn forward_rotary(
-        &self,
-        batch: &[&[u32]],
-        types: Option<&[&[u32]]>,
-        lengths: &[usize],
-        (cos, sin): (&Tensor, &Tensor),
-    ) -> candle_core::Result<Tensor> {
-        let (b, t) = (batch.len(), lengths.iter().copied().max().unwrap_or(0));
-        let (h, heads) = (self.hidden, self.heads);
-        let mut ids = vec![0u32; b * t];
-        for (i, s) in batch.iter().enumerate() {
-            ids[i * t..i * t + s.len()].copy_from_slice(s);
-        }
-        let ids = Tensor::from_vec(ids, (b, t), &self.device)?;
-        let mut x = self.word.forward(&ids)?;
-        x = match self.type_rows(batch, types, Some(t))? {
-            None => x.broadcast_add(&self.token_types.get(0)?)?,
-            Some(rows) => (x + rows.reshape((b, t, h))?)?,
-        };
-        let (cos, sin) = (cos.narrow(0, 0, t)?, sin.narrow(0, 0, t)?);
-        let mut x = self.embed_norm.forward(&x)?.reshape((b * t, h))?;
-        for layer in &self.layers {
-            let (product, bias) = layer.qkv.product(&x)?;
-            // Query and key are laid out by head and rotated first.
-            let qkv = product.apply_op1_no_bwd(&QkvHeads { bias: bias.to_vec(), batch: b, tokens: t, heads })?;
-            let q = candle_nn::rotary_emb::rope(&qkv.get(0)?, &cos, &sin)?;
-            let k = candle_nn::rotary_emb::rope(&qkv.get(1)?, &cos, &sin)?;
-            let attention = Attention { lengths: lengths.to_vec(), heads, bias: Vec::new() };
-            let ctx = q.apply_op3_no_bwd(&k, &qkv.get(2)?, &attention)?;
-            x = layer.rest(&ctx, &x)?;
-        }
-        x.reshape((b, t, h))
     }
 }
 

@@ -5,10 +5,10 @@
 //! GELU) and as much again in element-wise ops between the matmuls. [`BiasGelu`] adds the bias
 //! and applies `x · (1 + erf(x/√2)) / 2` with the rational approximation of erf that Eigen and
 //! XLA use for f32 (a ratio of two polynomials in x², no exp, a few ulp from exact), which LLVM
-//! compiles to SIMD; [`BiasResidualNorm`] ends each sub-layer; [`QkvHeads`] lays out attention
-//! heads; [`Attention`] is the whole of self-attention after the projections.
+//! compiles to SIMD; [`BiasResidualNorm`] ends each sub-layer; [`Attention`] is the whole of
+//! self-attention after the projections, rotary positions included.
 
-use candle_core::{CpuStorage, CustomOp1, CustomOp3, InplaceOp1, InplaceOp2, Layout, Shape};
+use candle_core::{CpuStorage, CustomOp1, InplaceOp1, InplaceOp2, Layout, Shape};
 use rayon::prelude::*;
 
 /// erf(x) for f32, as Eigen's `generic_fast_erf_float`.
@@ -49,24 +49,48 @@ pub(crate) fn fast_exp(x: f32) -> f32 {
 }
 
 /// Self-attention after the projections, in one pass per sequence: `softmax(q·kᵀ) · v` for
-/// each head over the sequence's real tokens only, written as rows `(b·t, heads·d)` ready for
-/// the output projection. In place of a layout pass, two batched matmuls, a mask add, a
-/// softmax and a transposing copy: at BERT's sizes (t ≈ 60, d = 32) these were a quarter of
-/// a forward pass in thread hand-offs and fresh buffers for a few per cent of its arithmetic.
+/// each head over the sequence's tokens, written as rows `(Σ lengths, heads·d)` ready for the
+/// output projection. In place of a layout pass, two batched matmuls, a mask add, a softmax and
+/// a transposing copy: at BERT's sizes (t ≈ 60, d = 32) these were a quarter of a forward pass
+/// in thread hand-offs and fresh buffers for a few per cent of its arithmetic.
 ///
-/// As a [`CustomOp1`] it reads the fused query-key-value product `(Σ lengths, 3·h)` as it
-/// comes from the matmul, the sequences packed one after another with no padding, and adds
-/// its bias itself (classic BERT); as a [`CustomOp3`] it takes query, key and value laid out
-/// `(b, heads, t, d)`, padded to the longest, with their bias added (rotary models, whose
-/// query and key are rotated first). The 1/√d scale is in the query already. Rows of padding
-/// tokens come out zero: keys past a sequence's length are never read, so they can change
-/// nothing, and every pooling reads real tokens only.
-pub(crate) struct Attention {
-    /// Each sequence's number of real tokens.
+/// It reads the fused query-key-value product `(Σ lengths, 3·h)` as it comes from the matmul,
+/// the sequences packed one after another with no padding, adds its bias itself, and for
+/// rotary models ([`Rotation`]) rotates each query and key by its position in its sequence:
+/// no batch is ever padded, so no work is spent on padding. The 1/√d scale is in the query
+/// already.
+pub(crate) struct Attention<'a> {
+    /// Each sequence's number of tokens.
     pub(crate) lengths: Vec<usize>,
     pub(crate) heads: usize,
-    /// The fused product's bias, `3·h` (query, key, value); empty for the three-tensor form.
+    /// The fused product's bias, `3·h` (query, key, value).
     pub(crate) bias: Vec<f32>,
+    pub(crate) rotation: Option<Rotation<'a>>,
+}
+
+/// Rotary positions (NeoX halves, as nomic-bert has them): the `cos` and `sin` of each
+/// position's angles, `(positions, d/2)`. Dimension `c` of the first half and `c + d/2` of the
+/// second turn together: `(x₁, x₂) → (x₁·cos − x₂·sin, x₂·cos + x₁·sin)`.
+#[derive(Clone, Copy)]
+pub(crate) struct Rotation<'a> {
+    pub(crate) cos: &'a [f32],
+    pub(crate) sin: &'a [f32],
+}
+
+impl Rotation<'_> {
+    /// Turns `rows` (`(len, d)`, row `j` at position `j`) in place.
+    fn apply(&self, rows: &mut [f32], d: usize) {
+        let half = d / 2;
+        for (j, row) in rows.chunks_exact_mut(d).enumerate() {
+            let (cos, sin) = (&self.cos[j * half..][..half], &self.sin[j * half..][..half]);
+            let (a, b) = row.split_at_mut(half);
+            for (((x1, x2), &c), &s) in a.iter_mut().zip(b.iter_mut()).zip(cos).zip(sin) {
+                let (u, v) = (*x1, *x2);
+                *x1 = u * c - v * s;
+                *x2 = v * c + u * s;
+            }
+        }
+    }
 }
 
 /// Where one head's rows of a query, key or value are: row `i` starts at `start + i·stride`.
@@ -83,42 +107,7 @@ impl Rows<'_> {
     }
 }
 
-impl Attention {
-    /// Runs every sequence; `spans[bi]` is how many rows sequence `bi` has in the output (its
-    /// length when packed, the batch's longest when padded), one sequence after another, and
-    /// `parts(bi, head)` gives a head's query, key and value rows and their biases
-    /// (zero-length where added already).
-    fn run<'a>(
-        &self,
-        spans: &[usize],
-        d: usize,
-        parts: impl Fn(usize, usize) -> ([Rows<'a>; 3], [&'a [f32]; 3]) + Sync,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        if self.lengths.len() != spans.len() {
-            candle_core::bail!("attention: {} lengths for a batch of {}", self.lengths.len(), spans.len());
-        }
-        let h = self.heads * d;
-        let rows: usize = spans.iter().sum();
-        let mut out = vec![0f32; rows * h];
-        let mut sequences: Vec<&mut [f32]> = Vec::with_capacity(spans.len());
-        let mut rest = &mut out[..];
-        for &span in spans {
-            let (this, tail) = rest.split_at_mut(span * h);
-            sequences.push(this);
-            rest = tail;
-        }
-        sequences.into_par_iter().enumerate().for_each(|(bi, rows)| {
-            let mut work = AttentionWork::new(self.lengths[bi].min(spans[bi]), d);
-            for head in 0..self.heads {
-                let (qkv, bias) = parts(bi, head);
-                work.head(qkv, bias, &mut rows[head * d..], h);
-            }
-        });
-        Ok((CpuStorage::F32(out), Shape::from((rows, h))))
-    }
-}
-
-impl CustomOp1 for Attention {
+impl CustomOp1 for Attention<'_> {
     fn name(&self) -> &'static str {
         "attention"
     }
@@ -139,41 +128,32 @@ impl CustomOp1 for Attention {
             candle_core::bail!("attention: {rows} rows for sequences of {total} tokens packed");
         }
         let d = h / heads;
+        let longest = self.lengths.iter().copied().max().unwrap_or(0);
+        if let Some(r) = &self.rotation {
+            if d % 2 != 0 || r.cos.len() < longest * d / 2 || r.sin.len() != r.cos.len() {
+                candle_core::bail!("attention: rotary tables of {} values for {longest} positions of {d}", r.cos.len());
+            }
+        }
+        let mut out = vec![0f32; rows * h];
+        let mut sequences: Vec<&mut [f32]> = Vec::with_capacity(self.lengths.len());
+        let mut rest = &mut out[..];
+        for &len in &self.lengths {
+            let (this, tail) = rest.split_at_mut(len * h);
+            sequences.push(this);
+            rest = tail;
+        }
         let starts: Vec<usize> =
             self.lengths.iter().scan(0, |at, &len| Some(std::mem::replace(at, *at + len))).collect();
-        self.run(&self.lengths, d, |bi, head| {
-            let part = |p: usize| Rows { data: x, start: starts[bi] * width + p * h + head * d, stride: width };
-            let bias = |p: usize| &self.bias[p * h + head * d..][..d];
-            ([part(0), part(1), part(2)], [bias(0), bias(1), bias(2)])
-        })
-    }
-}
-
-impl CustomOp3 for Attention {
-    fn name(&self) -> &'static str {
-        "attention"
-    }
-
-    fn cpu_fwd(
-        &self,
-        s1: &CpuStorage,
-        l1: &Layout,
-        s2: &CpuStorage,
-        l2: &Layout,
-        s3: &CpuStorage,
-        l3: &Layout,
-    ) -> candle_core::Result<(CpuStorage, Shape)> {
-        let (q, k, v) = (contiguous(s1, l1)?, contiguous(s2, l2)?, contiguous(s3, l3)?);
-        let dims = l1.dims();
-        if dims.len() != 4 || l2.dims() != dims || l3.dims() != dims || dims[1] != self.heads {
-            candle_core::bail!("attention: query, key and value must be alike (b, {}, t, d), got {dims:?}", self.heads);
-        }
-        let (b, t, d) = (dims[0], dims[2], dims[3]);
-        self.run(&vec![t; b], d, |bi, head| {
-            let start = (bi * self.heads + head) * t * d;
-            let part = |data| Rows { data, start, stride: d };
-            ([part(q), part(k), part(v)], [&[][..]; 3])
-        })
+        sequences.into_par_iter().enumerate().for_each(|(bi, out)| {
+            let mut work = AttentionWork::new(self.lengths[bi], d);
+            for head in 0..heads {
+                let part = |p: usize| Rows { data: x, start: starts[bi] * width + p * h + head * d, stride: width };
+                let bias = |p: usize| &self.bias[p * h + head * d..][..d];
+                let qkv = [part(0), part(1), part(2)];
+                work.head(qkv, [bias(0), bias(1), bias(2)], self.rotation.as_ref(), &mut out[head * d..], h);
+            }
+        });
+        Ok((CpuStorage::F32(out), Shape::from((rows, h))))
     }
 }
 
@@ -219,22 +199,28 @@ impl AttentionWork {
         }
     }
 
-    /// One head: its query, key and value rows, and their biases (empty where added
-    /// already); `out` its `d` columns of rows `stride` apart. Sums are kept in registers a
-    /// block at a time, so that each key or value loaded serves four queries.
-    fn head(&mut self, [q, k, v]: [Rows<'_>; 3], [qb, kb, vb]: [&[f32]; 3], out: &mut [f32], stride: usize) {
+    /// One head: its query, key and value rows, their biases, and the rotation of its query
+    /// and key, if any; `out` its `d` columns of rows `stride` apart. Sums are kept in
+    /// registers a block at a time, so that each key or value loaded serves four queries.
+    fn head(
+        &mut self,
+        [q, k, v]: [Rows<'_>; 3],
+        [qb, kb, vb]: [&[f32]; 3],
+        rotation: Option<&Rotation<'_>>,
+        out: &mut [f32],
+        stride: usize,
+    ) {
         let (len, d, lenp) = (self.len, self.d, self.lenp);
         // The head's rows gathered, bias added, into contiguous `(len, d)` blocks: read in
         // place, rows `3·h` apart, each value row was a cache miss of its own.
         for (rows, dst, b) in [(q, &mut self.qh, qb), (k, &mut self.kh, kb), (v, &mut self.vh, vb)] {
             for (j, o) in dst.chunks_exact_mut(d).enumerate() {
-                let src = rows.row(j, d);
-                if b.is_empty() {
-                    o.copy_from_slice(src);
-                } else {
-                    o.iter_mut().zip(src).zip(b).for_each(|((o, &x), &b)| *o = x + b);
-                }
+                o.iter_mut().zip(rows.row(j, d)).zip(b).for_each(|((o, &x), &b)| *o = x + b);
             }
+        }
+        if let Some(r) = rotation {
+            r.apply(&mut self.qh, d);
+            r.apply(&mut self.kh, d);
         }
         let (q, k, v) = (&self.qh[..], &self.kh[..], &self.vh[..]);
         for (j, key) in k.chunks_exact(d).enumerate() {
@@ -441,59 +427,11 @@ impl CustomOp1 for SwiGlu {
     }
 }
 
-/// Adds the bias to a fused query-key-value product `(b·t, 3·h)` and lays it out as
-/// `(3, b, heads, t, d)`, so that each of query, key and value is a contiguous
-/// `(b, heads, t, d)` block: one pass instead of an add and three transposing copies.
-pub(crate) struct QkvHeads {
-    pub(crate) bias: Vec<f32>,
-    pub(crate) batch: usize,
-    pub(crate) tokens: usize,
-    pub(crate) heads: usize,
-}
-
-impl CustomOp1 for QkvHeads {
-    fn name(&self) -> &'static str {
-        "qkv-heads"
-    }
-
-    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let CpuStorage::F32(data) = storage else {
-            candle_core::bail!("qkv-heads: expected f32");
-        };
-        let Some((start, end)) = layout.contiguous_offsets() else {
-            candle_core::bail!("qkv-heads: expected a contiguous tensor");
-        };
-        let x = &data[start..end];
-        let (b, t, heads) = (self.batch, self.tokens, self.heads);
-        let width = self.bias.len();
-        let h = width / 3;
-        let d = h / heads;
-        if x.len() != b * t * width || h * 3 != width || d * heads != h {
-            candle_core::bail!("qkv-heads: {} values do not make ({b}·{t}, {width})", x.len());
-        }
-        let mut out = vec![0f32; x.len()];
-        // Destination blocks are (part, batch, head): each a (t, d) matrix.
-        out.par_chunks_mut(t * d).enumerate().for_each(|(block, dst)| {
-            let (part, rest) = (block / (b * heads), block % (b * heads));
-            let (bi, head) = (rest / heads, rest % heads);
-            let col = part * h + head * d;
-            for ti in 0..t {
-                let src = &x[(bi * t + ti) * width + col..][..d];
-                let bias = &self.bias[col..col + d];
-                for ((o, s), bb) in dst[ti * d..(ti + 1) * d].iter_mut().zip(src).zip(bias) {
-                    *o = s + bb;
-                }
-            }
-        });
-        Ok((CpuStorage::F32(out), Shape::from((3, b, heads, t, d))))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use candle_core::{Device, Tensor};
 
-    use super::Attention;
+    use super::{Attention, Rotation};
     use crate::testing::lcg;
 
     #[test]
@@ -532,10 +470,10 @@ mod tests {
         out
     }
 
-    /// Both forms of the fused attention give the plain formula, for lengths that are not
-    /// whole blocks of queries or keys, padding in the batch (three tensors) or sequences of
-    /// different lengths packed (the fused product), and head sizes that are not whole blocks
-    /// of value columns; the fused product's bias is added.
+    /// The fused attention gives the plain formula, for lengths that are not whole blocks of
+    /// queries or keys, sequences of different lengths packed, and head sizes that are not
+    /// whole blocks of value columns; the bias is added, and with a rotation, query and key
+    /// are turned by their position in their own sequence (NeoX halves) before the scores.
     #[test]
     fn attention_is_softmax_of_scores_times_values() -> candle_core::Result<()> {
         let mut seed = 3;
@@ -545,21 +483,24 @@ mod tests {
             let mut values = |n: usize| (0..n).map(|_| lcg(&mut seed) * 2.0).collect::<Vec<f32>>();
             let (q, k, v) = (values(b * heads * t * d), values(b * heads * t * d), values(b * heads * t * d));
             let bias = values(3 * h);
-            let want = naive(&q, &k, &v, &lengths, heads, t, d);
-            let close = |got: &[f32], form: &str| {
-                let worst = got.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-                assert!(worst < 1e-5, "{form} form, lengths {lengths:?}, d {d}: largest difference {worst:e}");
+            let half = d / 2;
+            let angle = |pos: usize, c: usize| pos as f64 / 10_000f64.powf((2 * c) as f64 / d as f64);
+            let cos: Vec<f32> = (0..t * half).map(|i| angle(i / half, i % half).cos() as f32).collect();
+            let sin: Vec<f32> = (0..t * half).map(|i| angle(i / half, i % half).sin() as f32).collect();
+            // Query and key laid out (b, heads, t, d), each row turned by its position.
+            let rotated = |x: &[f32]| {
+                let mut out = x.to_vec();
+                for (r, row) in out.chunks_exact_mut(d).enumerate() {
+                    let pos = r % t;
+                    for c in 0..half {
+                        let (x1, x2) = (f64::from(x[r * d + c]), f64::from(x[r * d + c + half]));
+                        let (co, si) = (f64::from(cos[pos * half + c]), f64::from(sin[pos * half + c]));
+                        row[c] = (x1 * co - x2 * si) as f32;
+                        row[c + half] = (x2 * co + x1 * si) as f32;
+                    }
+                }
+                out
             };
-
-            let dev = Device::Cpu;
-            let shape = (b, heads, t, d);
-            let (qt, kt, vt) = (
-                Tensor::from_slice(&q, shape, &dev)?,
-                Tensor::from_slice(&k, shape, &dev)?,
-                Tensor::from_slice(&v, shape, &dev)?,
-            );
-            let three = Attention { lengths: lengths.clone(), heads, bias: Vec::new() };
-            close(&qt.apply_op3_no_bwd(&kt, &vt, &three)?.flatten_all()?.to_vec1()?, "three-tensor");
 
             // The same values as a fused product of the real tokens packed (Σ lengths, 3·h),
             // less the bias the op adds back; its rows, padded again, must match.
@@ -576,14 +517,22 @@ mod tests {
                     }
                 }
             }
-            let product = Tensor::from_slice(&fused, (rows, 3 * h), &dev)?;
-            let one = Attention { lengths: lengths.clone(), heads, bias: bias.clone() };
-            let packed: Vec<f32> = product.apply_op1_no_bwd(&one)?.flatten_all()?.to_vec1()?;
-            let mut padded = vec![0f32; b * t * h];
-            for (bi, &len) in lengths.iter().enumerate() {
-                padded[bi * t * h..][..len * h].copy_from_slice(&packed[starts[bi] * h..][..len * h]);
+            let product = Tensor::from_slice(&fused, (rows, 3 * h), &Device::Cpu)?;
+            for rotation in [None, Some(Rotation { cos: &cos, sin: &sin })] {
+                let want = match rotation {
+                    None => naive(&q, &k, &v, &lengths, heads, t, d),
+                    Some(_) => naive(&rotated(&q), &rotated(&k), &v, &lengths, heads, t, d),
+                };
+                let op = Attention { lengths: lengths.clone(), heads, bias: bias.clone(), rotation };
+                let packed: Vec<f32> = product.apply_op1_no_bwd(&op)?.flatten_all()?.to_vec1()?;
+                let mut padded = vec![0f32; b * t * h];
+                for (bi, &len) in lengths.iter().enumerate() {
+                    padded[bi * t * h..][..len * h].copy_from_slice(&packed[starts[bi] * h..][..len * h]);
+                }
+                let worst = padded.iter().zip(&want).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+                let form = if rotation.is_some() { "rotary" } else { "plain" };
+                assert!(worst < 1e-5, "{form}, lengths {lengths:?}, d {d}: largest difference {worst:e}");
             }
-            close(&padded, "fused");
         }
         Ok(())
     }
