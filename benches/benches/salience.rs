@@ -60,7 +60,7 @@ fn salience(c: &mut Criterion) {
     let ranking = s.rank(0..turns.len(), &counter, &config);
     group.bench_function("salience_pack_2000", |b| {
         b.iter(|| {
-            let got = ranking.pack(&turns, turns.len(), 2000, &counter, &config, &none).expect("a block");
+            let got = ranking.pack(&turns, &|_| true, 2000, &counter, &config, &none).expect("a block");
             assert!(counter.count_message(Role::System, None, &got.text, None, &[]) <= 2000 && got.turn_ids.len() > 10);
             got.turn_ids.len()
         })

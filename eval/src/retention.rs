@@ -176,14 +176,19 @@ pub fn score_conversation(plan: &Plan<'_>, index: usize, conversation: &Conversa
                     let ms = start.elapsed().as_secs_f64() * 1e3;
                     // Every bounded strategy is held to its budget here, built-in or not: a
                     // context over it would score retention it could never be sent with.
+                    let after = || {
+                        format!(
+                            "transcript {}: after turn {}",
+                            conversation.id,
+                            history.turns().last().map_or("(none)", |t| t.id.as_str())
+                        )
+                    };
                     if strategy.bounded() {
-                        ctx.check_budget().with_context(|| {
-                            format!(
-                                "transcript {}: after turn {}",
-                                conversation.id,
-                                history.turns().last().map_or("(none)", |t| t.id.as_str())
-                            )
-                        })?;
+                        ctx.check_budget().with_context(after)?;
+                    }
+                    // Nor may a context quote a turn twice: it would pay twice for one turn.
+                    if let Some(id) = ctx.repeated_turn() {
+                        anyhow::bail!("{}: strategy {} quotes turn {id} twice", after(), strategy.name());
                     }
                     Ok((ctx, ms))
                 };

@@ -138,6 +138,19 @@ impl Context {
         })
     }
 
+    /// A turn the context quotes in two blocks (verbatim, pinned, recalled, or as salient
+    /// sentences), the first found: a context that says the same thing twice pays for it
+    /// twice. Summaries and the registry cite turns rather than quote them, so they are not
+    /// counted.
+    pub fn repeated_turn(&self) -> Option<&str> {
+        let mut seen = std::collections::BTreeSet::new();
+        self.blocks
+            .iter()
+            .filter(|b| !matches!(b.kind, BlockKind::Summary | BlockKind::Registry))
+            .flat_map(|b| b.source_ids.iter().map(String::as_str))
+            .find(|id| !seen.insert(*id))
+    }
+
     /// Ids of every turn the context holds verbatim (or recalled), in context order.
     pub fn verbatim_ids(&self) -> impl Iterator<Item = &str> {
         self.blocks

@@ -59,6 +59,20 @@ pub fn push_verbatim(history: &History, ctx: &mut Context, indices: &[usize]) {
     }
 }
 
+/// The whole history as the context, when it fits `budget`: nothing a strategy could send in
+/// its place is worth more than the turns themselves, and anything sent beside them would say
+/// again what they say. `None` when it does not fit.
+pub fn whole_if_it_fits(name: &str, history: &History, budget: usize) -> Option<Context> {
+    if history.full_context_tokens() > budget {
+        return None;
+    }
+    let mut ctx = Context::new(name, budget, history.counter());
+    pin_system(history, &mut ctx);
+    let rest: Vec<usize> = (history.pinned()..history.len()).collect();
+    push_verbatim(history, &mut ctx, &rest);
+    Some(finish(ctx))
+}
+
 /// A context with nothing in it costs nothing: the per-request overhead only applies once
 /// there is a message to send.
 pub fn finish(mut ctx: Context) -> Context {

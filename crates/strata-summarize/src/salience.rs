@@ -404,7 +404,7 @@ impl Salience {
         marked: &dyn Fn(usize, &str) -> Option<String>,
     ) -> Option<Salient> {
         let end = range.end;
-        self.rank(range, counter, config).pack(turns, end, allowance, counter, config, marked)
+        self.rank(range, counter, config).pack(turns, &|t| t < end, allowance, counter, config, marked)
     }
 }
 
@@ -423,7 +423,7 @@ impl Ranking {
         self.items.is_empty()
     }
 
-    /// The ranked sentences of turns before `upto`, best first, as many as fit `allowance`
+    /// The ranked sentences of the turns `eligible` admits, best first, as many as fit `allowance`
     /// tokens, as one system message; `turns` is the conversation the ranking was made from
     /// (or a longer one). `marked` gives a note for a sentence (that a later turn superseded
     /// it), shown after it. Marked sentences rank as any other: whether an old value still
@@ -435,7 +435,7 @@ impl Ranking {
     pub fn pack(
         &self,
         turns: &[Turn],
-        upto: usize,
+        eligible: &dyn Fn(usize) -> bool,
         allowance: usize,
         counter: &dyn TokenCounter,
         config: &SalienceConfig,
@@ -453,7 +453,7 @@ impl Ranking {
             if used >= allowance {
                 break;
             }
-            if r.turn >= upto || r.turn >= turns.len() {
+            if r.turn >= turns.len() || !eligible(r.turn) {
                 continue;
             }
             // What the sentence adds to the rendered block: itself, its turn's speaker when

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use strata_core::{Embedder, Generator, Strategy};
+use strata_core::{Context, Embedder, Generator, History, Strategy, StrategyError};
+use strata_strategies::select::whole_if_it_fits;
 use strata_strategies::{
     Full, RecentSummary, RecentSummaryConfig, Segments, SegmentsConfig, Specific, SummaryBuffer, SummaryBufferConfig,
     Window, WindowConfig,
@@ -166,8 +167,46 @@ impl std::fmt::Debug for Models {
     }
 }
 
-/// The strategy a name selects, with the models it uses from `models`.
+/// The strategy a name selects, with the models it uses from `models`. Every bounded one sends
+/// a history that fits its budget whole ([`WholeWhenItFits`]).
 pub fn build(name: &str, config: &StrategiesConfig, models: &Models) -> Result<Box<dyn Strategy>, ConfigError> {
+    Ok(Box::new(WholeWhenItFits(built_in(name, config, models)?)))
+}
+
+/// A built-in strategy held to the rule that a history within the budget is the context: a
+/// summary, a salient sentence or a recalled turn beside (or instead of) the turns themselves
+/// would cost more and say less. Each strategy's own design starts where the history no
+/// longer fits.
+struct WholeWhenItFits(Box<dyn Strategy>);
+
+impl std::fmt::Debug for WholeWhenItFits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("WholeWhenItFits").field(&self.0.name()).finish()
+    }
+}
+
+impl Strategy for WholeWhenItFits {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+
+    fn bounded(&self) -> bool {
+        self.0.bounded()
+    }
+
+    fn question_aware(&self) -> bool {
+        self.0.question_aware()
+    }
+
+    fn build(&self, history: &History, budget: usize, question: Option<&str>) -> Result<Context, StrategyError> {
+        match self.0.bounded().then(|| whole_if_it_fits(self.0.name(), history, budget)).flatten() {
+            Some(whole) => Ok(whole),
+            None => self.0.build(history, budget, question),
+        }
+    }
+}
+
+fn built_in(name: &str, config: &StrategiesConfig, models: &Models) -> Result<Box<dyn Strategy>, ConfigError> {
     let Models { generator, embedder, reranker } = models.clone();
     Ok(match name {
         "full" => Box::new(Full),

@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use strata_core::{Block, BlockKind, Context, History, Role, Turn};
-use strata_strategies::select::{finish, newest_fitting, pin_system};
+use strata_strategies::select::{finish, newest_fitting, pin_system, whole_if_it_fits};
 use strata_summarize::FactKind;
 use strata_text::{date_line, relative_note, Date};
 
@@ -15,9 +15,9 @@ use super::{MemoryError, Snapshot};
 const RECALLED_HEADING: &str = "[Recalled from earlier in this conversation, verbatim]";
 
 impl Snapshot {
-    /// The salient sentences of turns before `upto` within `allowance`, sentences whose every
-    /// fact a later turn replaced marked as superseded.
-    fn salient_block(&self, allowance: usize, upto: usize) -> Option<Block> {
+    /// The salient sentences of the turns `eligible` admits within `allowance`, sentences
+    /// whose every fact a later turn replaced marked as superseded.
+    fn salient_block(&self, allowance: usize, eligible: &dyn Fn(usize) -> bool) -> Option<Block> {
         // A sentence is marked when every fact it states (names aside) was replaced, with the
         // turn that replaced the first of them.
         let marked = |turn: usize, sentence: &str| -> Option<String> {
@@ -39,7 +39,7 @@ impl Snapshot {
         // The ranking made in the background (see `ranker`); only packed here.
         let s = self.ranking.as_ref()?.pack(
             self.history.turns(),
-            upto,
+            eligible,
             allowance,
             counter,
             &self.config.layout.tiered.salience,
@@ -158,6 +158,9 @@ impl Snapshot {
     pub fn context(&self, budget: usize, question: Option<&str>) -> Result<Context, MemoryError> {
         let history = &self.history;
         let counter = history.counter();
+        if let Some(whole) = whole_if_it_fits("tiered", history, budget) {
+            return Ok(whole);
+        }
         let mut ctx = Context::new("tiered", budget, counter);
         let mut left = pin_system(history, &mut ctx);
         let newest_unit = if history.len() > history.pinned() { history.unit_of(history.len() - 1).tokens } else { 0 };
@@ -234,9 +237,9 @@ impl Snapshot {
         let free = rest.saturating_sub(used + hot_used);
         let salient_allowance = if question.is_none() { free } else { salient_allowance.min(free) };
         let shown_from = hot.first().copied().unwrap_or(history.len());
-        let registry_block = self.salient_block(salient_allowance, shown_from);
-        let registry_tokens = registry_block.as_ref().map_or(0, |b| b.tokens);
-        left = left.saturating_sub(registry_tokens + used + hot_used);
+        let mut salient = self.salient_block(salient_allowance, &|t| t < shown_from);
+        let salient_tokens = salient.as_ref().map_or(0, |b| b.tokens);
+        left = left.saturating_sub(salient_tokens + used + hot_used);
 
         // Recalled turns: whole units, best first, in what is left (the recall share plus
         // anything the rest did not use); shown in conversation order, in one block.
@@ -246,15 +249,33 @@ impl Snapshot {
             let ranked = self.rank(q)?;
             recalled = self.recalled_block(&ranked, &shown, left);
         }
+        // A turn recalled whole needs none of its sentences among the salient ones: those are
+        // packed again without its turns, in the tokens they had, so that the context never
+        // says the same thing twice and the budget still holds.
+        if let (Some(r), Some(s)) = (&recalled, &salient) {
+            if s.source_ids.iter().any(|id| r.source_ids.contains(id)) {
+                let whole: BTreeSet<usize> = r.source_ids.iter().filter_map(|id| history.index_of(id)).collect();
+                salient = self.salient_block(salient_tokens, &|t| t < shown_from && !whole.contains(&t));
+            }
+        }
 
         ctx.blocks.extend(summaries);
-        ctx.blocks.extend(registry_block);
+        ctx.blocks.extend(salient);
         ctx.blocks.extend(recalled);
         for &i in &hot {
             ctx.blocks.push(Block::from_turn(BlockKind::VerbatimTurn, &history.turns()[i], history.tokens(i)));
         }
         if first_hot < history.len() && hot.first() != Some(&first_hot) && !hot.is_empty() {
-            ctx.notes.push(format!("hot turns before {} do not fit the budget", history.turns()[hot[0]].id));
+            // Say what held them out: the tokens left to verbatim turns, which with a question
+            // are what recall's share leaves.
+            let recall = match question {
+                Some(_) => format!(" (recall's share of the budget is {recall_allowance})"),
+                None => String::new(),
+            };
+            ctx.notes.push(format!(
+                "hot turns before {} do not fit the {hot_allowance} tokens left to verbatim turns{recall}",
+                history.turns()[hot[0]].id
+            ));
         }
         Ok(finish(ctx))
     }

@@ -13,7 +13,7 @@ use strata_core::{
 };
 use strata_tokens::Tiktoken;
 
-use super::{build, Models, StrategiesConfig, NAMES};
+use super::{build, built_in, Models, StrategiesConfig, NAMES};
 
 fn counter() -> Arc<dyn TokenCounter> {
     Arc::new(Tiktoken::o200k())
@@ -54,8 +54,10 @@ fn explain(ctx: &Context) -> String {
     out
 }
 
+/// The strategy's own design, without the rule that a history within the budget is sent whole
+/// (which `every_strategy_keeps_the_rules` checks for every strategy).
 fn check(name: &str, h: &History, budget: usize, expect: Expect) {
-    let s = build(name, &StrategiesConfig::default(), &Models::default()).unwrap();
+    let s = built_in(name, &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(h, budget, None).unwrap();
     expect.assert_eq(&explain(&ctx));
 }
@@ -84,7 +86,7 @@ fn recent_summary_with_no_interactions_is_just_the_system_prompt() {
 #[test]
 fn recent_summary_with_8_interactions_has_no_summary() {
     let h = interactions(8);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
+    let s = built_in("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     assert!(ctx.blocks.iter().all(|b| b.kind != BlockKind::Summary));
     assert_eq!(ctx.blocks.len(), 1 + 8);
@@ -131,7 +133,7 @@ fn recent_summary_with_9_interactions_summarises_the_first() {
 #[test]
 fn recent_summary_with_20_interactions_keeps_top_5_topics_and_3_points() {
     let h = interactions(20);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
+    let s = built_in("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     let summary = &ctx.blocks[1];
     assert_eq!(summary.kind, BlockKind::Summary);
@@ -149,7 +151,7 @@ fn recent_summary_beyond_the_buffer_forgets_the_oldest() {
     // 45 interactions: the buffer holds 40 (u6..), of which the 12 before the last 8 are
     // summarised: u26..u37.
     let h = interactions(45);
-    let s = build("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
+    let s = built_in("recent-8-summary-12", &StrategiesConfig::default(), &Models::default()).unwrap();
     let ctx = s.build(&h, 10_000, None).unwrap();
     assert_eq!(ctx.blocks[1].source_ids.first().map(String::as_str), Some("u26"));
     assert_eq!(ctx.blocks[2].source_ids.first().map(String::as_str), Some("u38"));
@@ -168,7 +170,7 @@ fn recent_summary_falls_back_when_nothing_is_left_to_say() {
         recent_summary: strata_strategies::RecentSummaryConfig { recent: 1, ..Default::default() },
         ..Default::default()
     };
-    let ctx = build("recent-8-summary-12", &config, &Models::default()).unwrap().build(&h, 1000, None).unwrap();
+    let ctx = built_in("recent-8-summary-12", &config, &Models::default()).unwrap().build(&h, 1000, None).unwrap();
     assert!(ctx.blocks[0].content.ends_with("Earlier conversation about various topics."));
 }
 
@@ -248,7 +250,7 @@ fn specific_keeps_the_rarest_sentences_in_conversation_order() {
         "#]],
     );
     // More budget keeps more, never less, and never more than the budget.
-    let s = build("specific", &StrategiesConfig::default(), &Models::default()).unwrap();
+    let s = built_in("specific", &StrategiesConfig::default(), &Models::default()).unwrap();
     let mut before = 0;
     for budget in [20, 45, 80, 400] {
         let ctx = s.build(&h, budget, None).unwrap();
@@ -519,12 +521,14 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     #[test]
-    fn every_strategy_keeps_the_rules(turns in arb_turns(), budget in 0usize..3000) {
+    fn every_strategy_keeps_the_rules(turns in arb_turns(), budget in 0usize..3000, asked in any::<bool>()) {
         let h = history(turns);
         let generator: Arc<dyn Generator> = Arc::new(Echo);
+        // A question made of words the turns use, so that recall finds something.
+        let question = asked.then(|| h.turns().iter().rev().flat_map(|t| t.content.split_whitespace()).take(3).collect::<Vec<_>>().join(" "));
         for name in NAMES.iter().chain(&["segments-abstractive"]) {
             let s = build(name, &StrategiesConfig::default(), &Models { generator: Some(generator.clone()), ..Models::default() }).unwrap();
-            let ctx = s.build(&h, budget, None).unwrap();
+            let ctx = s.build(&h, budget, question.as_deref()).unwrap();
             if s.bounded() {
                 prop_assert!(ctx.total_tokens() <= budget, "{name}: {} > {budget}", ctx.total_tokens());
             } else {
@@ -546,8 +550,19 @@ proptest! {
             // Verbatim turns keep their order.
             let order: Vec<usize> = ctx.verbatim_ids().map(|id| h.index_of(id).unwrap()).collect();
             prop_assert!(order.windows(2).all(|w| w[0] < w[1]), "{name}: out of order");
+            // No block is framing around nothing.
+            prop_assert!(ctx.blocks.iter().all(|b| b.content != "[Earlier conversation summary: ]"), "{}: {}", name, explain(&ctx));
+            // Nothing is said twice: a turn is quoted (verbatim, recalled or as salient
+            // sentences) in one block at most.
+            prop_assert_eq!(ctx.repeated_turn(), None, "{}: {}", name, explain(&ctx));
+            // When the whole history fits, the history is the context.
+            if !h.is_empty() && h.full_context_tokens() <= budget {
+                let all: Vec<&str> = h.turns().iter().map(|t| t.id.as_str()).collect();
+                prop_assert_eq!(ctx.verbatim_ids().collect::<Vec<_>>(), all, "{}: {}", name, explain(&ctx));
+                prop_assert_eq!(ctx.total_tokens(), h.full_context_tokens(), "{}", name);
+            }
             // Same input, same output.
-            let again = s.build(&h, budget, None).unwrap();
+            let again = s.build(&h, budget, question.as_deref()).unwrap();
             prop_assert_eq!(&ctx, &again);
         }
     }
