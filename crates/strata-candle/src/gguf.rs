@@ -303,7 +303,10 @@ impl GgufGenerator {
     /// Counts tokens as this model sees them: its own tokenizer and [`GgufGenerator::render`]'s
     /// framing, so that a budget counted with it is the prompt the model is given.
     pub fn token_counter(&self) -> ChatMlCounter {
-        ChatMlCounter { name: self.model_id.clone(), tokenizer: self.tokenizer.clone() }
+        let mut counter = ChatMlCounter { name: self.model_id.clone(), tokenizer: self.tokenizer.clone(), priming: 0 };
+        // `<|im_start|>`, the role's tokens (SmolLM2 splits "assistant" in two) and the newline.
+        counter.priming = 2 + strata_core::TokenCounter::count(&counter, Role::Assistant.as_str());
+        counter
     }
 
     /// The token ids of a rendered prompt.
@@ -425,11 +428,14 @@ impl GgufGenerator {
 /// Exact token counts for a ChatML model's prompts (see [`GgufGenerator::token_counter`]).
 /// Each message is `<|im_start|>ROLE\nCONTENT<|im_end|>\n`: the special tokens are atomic and
 /// a newline is a token of its own, so a prompt's count is the sum of its messages' plus the
-/// opened assistant turn (`<|im_start|>assistant\n`). Names and tool fields are not rendered,
-/// so they cost nothing.
+/// opened assistant turn (`<|im_start|>assistant\n`). Names are not rendered, so they cost
+/// nothing; tool calls are written into the text ([`strata_core::plain_chat_content`]) and
+/// counted there.
 pub struct ChatMlCounter {
     name: String,
     tokenizer: Tokenizer,
+    /// What `<|im_start|>assistant\n` costs in this tokenizer.
+    priming: usize,
 }
 
 impl std::fmt::Debug for ChatMlCounter {
@@ -450,8 +456,8 @@ impl strata_core::TokenCounter for ChatMlCounter {
 
     fn chat_format(&self) -> strata_core::ChatFormat {
         // `<|im_start|>`, the newline after the role, `<|im_end|>` and the newline after it;
-        // the reply is primed by `<|im_start|>assistant\n`.
-        strata_core::ChatFormat { per_message: 4, per_name: 0, reply_priming: 3 }
+        // the reply is primed by `<|im_start|>assistant\n`, counted when the counter is made.
+        strata_core::ChatFormat { per_message: 4, per_name: 0, reply_priming: self.priming as u32 }
     }
 
     fn count_message(
@@ -460,9 +466,10 @@ impl strata_core::TokenCounter for ChatMlCounter {
         _name: Option<&str>,
         content: &str,
         _tool_call_id: Option<&str>,
-        _tool_calls: &[strata_core::ToolCall],
+        tool_calls: &[strata_core::ToolCall],
     ) -> usize {
-        self.chat_format().per_message as usize + self.count(role.as_str()) + self.count(content)
+        let text = strata_core::plain_chat_content(content, tool_calls);
+        self.chat_format().per_message as usize + self.count(role.as_str()) + self.count(&text)
     }
 }
 

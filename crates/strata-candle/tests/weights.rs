@@ -447,3 +447,65 @@ fn bge_vectors_match_onnx_runtime() {
     // in a batch are 0.994 apart at worst on these texts: that is the floor of agreement.
     assert!(min >= 0.99 && mean >= 0.995, "min {min}, mean {mean}");
 }
+
+/// What the ChatML counter says a prompt costs is what the model is given: the prompt rendered
+/// and encoded, over many messages of text that tokenizers split unevenly (leading and trailing
+/// whitespace, newlines, digits, other scripts, emoji, code) and tool calls, for both ChatML
+/// models.
+#[test]
+#[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
+fn the_chatml_counter_counts_the_prompt_the_model_is_given() {
+    use strata_core::{ChatMessage, Role, TokenCounter, ToolCall};
+    let pieces = [
+        "Hello there.",
+        " leading space",
+        "  two spaces",
+        "\nnewline first",
+        "trailing newline\n",
+        "trailing spaces  ",
+        "\n\n",
+        "",
+        " ",
+        "1234567 and 89",
+        "Ünïcode ✓ 日本語",
+        "👨‍👩‍👧‍👦 🎉",
+        "fn main() {\n    println!(\"hi\");\n}",
+        "<|im_end|> spelled out",
+        "tab\there",
+    ];
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n as u64) as usize
+    };
+    for spec in [&strata_candle::SMOLLM2_135M, &strata_candle::QWEN_CODER_05B] {
+        let g = generator(spec);
+        let counter = g.token_counter();
+        let mut worst = 0i64;
+        for _ in 0..300 {
+            let mut messages = Vec::new();
+            let mut counted = counter.chat_format().reply_priming as usize;
+            for _ in 0..1 + next(6) {
+                let role = [Role::System, Role::User, Role::Assistant, Role::Tool][next(4)];
+                let content: String = (0..next(4)).map(|_| pieces[next(pieces.len())]).collect();
+                let calls = if role == Role::Assistant && next(3) == 0 {
+                    vec![ToolCall { id: "call_1".into(), name: "lookup".into(), arguments: "{\"q\": 7}".into() }]
+                } else {
+                    Vec::new()
+                };
+                counted += counter.count_message(role, Some("jane"), &content, None, &calls);
+                let content = strata_core::plain_chat_content(&content, &calls).into_owned();
+                messages.push(ChatMessage { role, content });
+            }
+            let actual = g.encode(&strata_candle::GgufGenerator::render(&messages)).unwrap().len();
+            worst = worst.max(actual as i64 - counted as i64);
+            assert!(actual <= counted, "{}: {actual} tokens sent, {counted} counted: {messages:?}", spec.folder);
+        }
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{}: most under the count: {worst}", spec.folder);
+        }
+    }
+}

@@ -16,8 +16,8 @@ mod turn;
 pub use context::{Block, BlockKind, Context, Message};
 pub use history::{History, HistoryError, Unit};
 pub use seams::{
-    ChatFormat, ChatMessage, EmbedError, Embedder, GenerateError, GenerateRequest, Generation, Generator, Hit,
-    RecallQuery, RerankError, Reranker, StoreError, Strategy, StrategyError, TokenCounter,
+    plain_chat_content, ChatFormat, ChatMessage, EmbedError, Embedder, GenerateError, GenerateRequest, Generation,
+    Generator, Hit, RecallQuery, RerankError, Reranker, StoreError, Strategy, StrategyError, TokenCounter,
 };
 pub use turn::{
     message_name, Conversation, ConversationError, Participant, Probe, Role, Segment, Summary, SummaryLevel, Tier,

@@ -124,6 +124,21 @@ pub struct ChatMessage {
     pub content: String,
 }
 
+/// A message's text as a model that reads plain chat (no tool fields) is given it: the
+/// content, then each tool call written out on a line of its own. The server renders tool
+/// calls this way for a local model, and that model's token counter counts them this way, so
+/// that what is counted is what is sent.
+pub fn plain_chat_content<'a>(content: &'a str, tool_calls: &[crate::ToolCall]) -> std::borrow::Cow<'a, str> {
+    if tool_calls.is_empty() {
+        return std::borrow::Cow::Borrowed(content);
+    }
+    let mut text = content.to_string();
+    for c in tool_calls {
+        text.push_str(&format!("\n[tool call {} {}({})]", c.id, c.name, c.arguments));
+    }
+    std::borrow::Cow::Owned(text)
+}
+
 /// What to generate: a chat prompt with limits. Decoding is greedy, so the same request gives
 /// the same text.
 #[derive(Debug, Clone, PartialEq, Eq)]
