@@ -15,6 +15,7 @@ use strata::MemoryError;
 use strata_core::{ChatMessage, GenerateError, GenerateRequest, Message, Role, Timestamp, ToolCall, Turn};
 
 use crate::api::{self, ApiError, ChatRequest};
+use crate::sent::SentPrompt;
 use crate::{internal, AppState, Backend};
 
 /// What the model is sent for a request, and where its reply goes.
@@ -120,6 +121,12 @@ async fn answer(
     let prepared = match step {
         Step::Ask(p) => {
             trace.tokens = Some(p.tokens);
+            let messages = match &p.messages {
+                Some(m) => Value::Array(api::wire_messages(m)),
+                None => request.body.get("messages").cloned().unwrap_or(Value::Null),
+            };
+            let prompt = SentPrompt { at: unix_now(), tokens: p.tokens, compressed: p.messages.is_some(), messages };
+            state.sent.record(&id, prompt);
             p
         }
         Step::Replay(reply) => {
@@ -545,11 +552,7 @@ impl SseReply {
 
 /// A message for a local model, which reads plain chat: tool calls written into the text.
 fn chat_message(m: &Message) -> ChatMessage {
-    let mut content = m.content.clone();
-    for c in &m.tool_calls {
-        content.push_str(&format!("\n[tool call {} {}({})]", c.id, c.name, c.arguments));
-    }
-    ChatMessage { role: m.role, content }
+    ChatMessage { role: m.role, content: strata_core::plain_chat_content(&m.content, &m.tool_calls).into_owned() }
 }
 
 async fn local(

@@ -1,5 +1,5 @@
 //! The routes that show what the server holds: the models, a conversation's context and why,
-//! its stored turns, and the metrics.
+//! its stored turns, the prompts it last forwarded, and the metrics.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -151,6 +151,20 @@ pub(crate) async fn explain(
 pub(crate) async fn turns(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Result<Json<Value>, ApiError> {
     let conversation = id.clone();
     on_memory(state, id, move |m| Ok(Json(json!({"conversation": conversation, "turns": m.history().turns()})))).await
+}
+
+/// The last prompts this server forwarded for the conversation (at most `sent::KEPT`, oldest
+/// first), each as it was sent: what the model was actually given, where `context` shows what
+/// it would be given now.
+pub(crate) async fn requests(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    if !api::valid_id(&id) {
+        return Err(ApiError::field("id", "expected 1 to 128 characters of letters, digits and . _ : @ -"));
+    }
+    let data: Vec<Value> = state.sent.of(&id).iter().map(crate::sent::SentPrompt::to_json).collect();
+    Ok(Json(json!({"conversation": id, "object": "list", "data": data})))
 }
 
 pub(crate) async fn metrics(State(state): State<Arc<AppState>>) -> Response {

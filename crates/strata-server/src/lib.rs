@@ -28,6 +28,7 @@ pub mod api;
 mod chat;
 mod inspect;
 mod metrics;
+mod sent;
 #[cfg(test)]
 mod tests;
 
@@ -152,6 +153,8 @@ pub struct AppState {
     local: tokio::sync::Semaphore,
     /// The key's digest, compared in constant time.
     key_digest: Option<[u8; 32]>,
+    /// The last prompts forwarded per conversation (`/v1/conversations/{id}/requests`).
+    sent: sent::SentLog,
 }
 
 impl std::fmt::Debug for AppState {
@@ -177,6 +180,7 @@ impl AppState {
             .build()
             .map_err(|e| ServeError::Client(e.to_string()))?;
         let key_digest = config.api_key.as_deref().map(digest);
+        let sent = sent::SentLog::new(config.max_open);
         Ok(Arc::new(AppState {
             config,
             store,
@@ -187,6 +191,7 @@ impl AppState {
             client,
             local: tokio::sync::Semaphore::new(1),
             key_digest,
+            sent,
         }))
     }
 
@@ -313,6 +318,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/v1/conversations/{id}/context", get(inspect::context))
         .route("/v1/conversations/{id}/explain", get(inspect::explain))
         .route("/v1/conversations/{id}/turns", get(inspect::turns))
+        .route("/v1/conversations/{id}/requests", get(inspect::requests))
         .route("/metrics", get(inspect::metrics))
         .route_layer(axum::middleware::from_fn_with_state(state.clone(), authorize));
     Router::new()

@@ -254,6 +254,54 @@ async fn the_upstream_gets_the_context_within_the_budget_and_only_its_own_conver
     assert!(metrics.contains("\nstrata_reranked_total 0\n") && metrics.contains("\nstrata_rerank_cut_short_total 0\n"));
 }
 
+/// The last prompts forwarded are shown as they were sent (what the upstream received,
+/// compressed or not), a few per conversation, behind the key like every other route.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_prompts_last_forwarded_are_shown_as_sent() {
+    let (up, log) = start_upstream().await;
+    let s = start(up, |c| {
+        c.budget = Some(300);
+        c.api_key = Some("k".into());
+    })
+    .await;
+    let mut list: Vec<(String, String)> = Vec::new();
+    for i in 0..12 {
+        list.push((
+            "user".into(),
+            format!("Message {i}: the orchard's irrigation schedule moved to {i} in the morning."),
+        ));
+        let msgs: Vec<Value> = list.iter().map(|(r, c)| json!({"role": r, "content": c})).collect();
+        let body = serde_json::to_vec(&json!({"model": "fake", "messages": msgs})).unwrap();
+        let (status, v) = s.post_raw("shown", body, Some("k")).await;
+        assert_eq!(status, 200, "{v}");
+        list.push(("assistant".into(), v["choices"][0]["message"]["content"].as_str().unwrap().to_string()));
+    }
+    let get = |path: &str, key: Option<&str>| {
+        let mut r = s.client.get(format!("{}{path}", s.base));
+        if let Some(k) = key {
+            r = r.bearer_auth(k);
+        }
+        async move {
+            let r = r.send().await.unwrap();
+            (r.status().as_u16(), serde_json::from_str::<Value>(&r.text().await.unwrap()).unwrap_or(Value::Null))
+        }
+    };
+    assert_eq!(get("/v1/conversations/shown/requests", None).await.0, 401);
+    let (status, shown) = get("/v1/conversations/shown/requests", Some("k")).await;
+    assert_eq!(status, 200, "{shown}");
+    let data = shown["data"].as_array().unwrap();
+    assert_eq!(data.len(), 8, "the newest eight of twelve");
+    let received = log.requests.lock().unwrap().clone();
+    for (d, r) in data.iter().zip(&received[4..]) {
+        assert_eq!(d["messages"], r["messages"], "shown as the upstream received it");
+        assert!(d["tokens_sent"].as_u64().unwrap() <= 300);
+    }
+    // The history outgrew the budget: the newest prompts are the memory's context.
+    assert_eq!(data.last().unwrap()["compressed"], true);
+    assert!(data[0]["tokens_from_client"].as_u64().unwrap() <= data[7]["tokens_from_client"].as_u64().unwrap());
+    assert_eq!(get("/v1/conversations/other/requests", Some("k")).await.1["data"], json!([]));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_reply_passes_unchanged_and_is_stored_when_it_completes() {
     let (up, _) = start_upstream().await;
