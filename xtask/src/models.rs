@@ -111,7 +111,7 @@ const DEFAULTS: &[&str] = &["minilm"];
 pub(crate) fn command(root: &Path, args: &[String]) -> Result<()> {
     if args.iter().any(|a| a == "--list") {
         let dir = models_dir(root);
-        println!("{:<10} {:<30} {:>8}  in {}", "name", "folder", "size", dir.display());
+        println!("{:<10} {:<30} {:>8}  in {}", "name", "folder", "download", dir.display());
         for m in MODELS {
             let here = m.files.iter().all(|f| dir.join(f.out).exists());
             println!("{:<10} {:<30} {:>5} MB  {}", m.alias, m.name, m.approx_mb, if here { "fetched" } else { "-" });

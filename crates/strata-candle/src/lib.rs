@@ -45,15 +45,22 @@ pub use weights::{locate, verify, ModelSpec, MINILM};
 
 use std::path::PathBuf;
 
+/// The name `cargo xtask fetch-models` fetches a model file's model by: the folder it lives in
+/// (fetch-models takes folder names as well as aliases), so that the hint fetches that model,
+/// not only the defaults.
+fn fetch_name(path: &std::path::Path) -> String {
+    path.parent().and_then(|p| p.file_name()).map(|f| f.to_string_lossy().into_owned()).unwrap_or_default()
+}
+
 /// Why a model could not be used. Messages name the file and the command that fixes it.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ModelError {
-    #[error("{}: missing; run `cargo xtask fetch-models` to fetch it", path.display())]
+    #[error("{}: missing; run `cargo xtask fetch-models {}` to fetch it", path.display(), fetch_name(path))]
     Missing { path: PathBuf },
-    #[error("{}: {size} bytes where {expected} were expected, so the file is truncated or not the pinned one; run `cargo xtask fetch-models` to fetch it again", path.display())]
+    #[error("{}: {size} bytes where {expected} were expected, so the file is truncated or not the pinned one; run `cargo xtask fetch-models {}` to fetch it again", path.display(), fetch_name(path))]
     WrongSize { path: PathBuf, size: u64, expected: u64 },
-    #[error("{}: sha256 {got} does not match the pinned {expected}; run `cargo xtask fetch-models` to fetch it again", path.display())]
+    #[error("{}: sha256 {got} does not match the pinned {expected}; run `cargo xtask fetch-models {}` to fetch it again", path.display(), fetch_name(path))]
     WrongHash { path: PathBuf, got: String, expected: String },
     #[error("{}: {message}", path.display())]
     Load { path: PathBuf, message: String },

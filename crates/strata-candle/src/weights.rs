@@ -131,10 +131,10 @@ mod tests {
             let e = verify(dir.path(), &SPEC).unwrap_err().to_string();
             assert!(e.starts_with(&file.display().to_string()), "{e}");
             assert!(e.contains(want), "{e}");
-            assert!(
-                e.ends_with("run `cargo xtask fetch-models` to fetch it") || e.ends_with("to fetch it again"),
-                "{e}"
-            );
+            // The hint fetches this model: fetch-models takes the model's folder name.
+            let folder = dir.path().file_name().unwrap().to_string_lossy().into_owned();
+            let hint = format!("run `cargo xtask fetch-models {folder}` to fetch it");
+            assert!(e.ends_with(&hint) || e.ends_with(&format!("{hint} again")), "{e}");
         };
         check("missing");
         std::fs::write(&file, b"hel").unwrap();
