@@ -119,7 +119,7 @@ pub struct EvalConfig {
     pub models_dir: PathBuf,
     /// Summarizers for datasets with reference summaries.
     pub summarizers: Vec<String>,
-    /// Show a progress bar on stderr (hidden anyway when stderr is not a terminal).
+    /// Show progress on stderr: a bar on a terminal, a line every ten seconds elsewhere.
     pub progress: bool,
     /// The local model (`qwen`, `smollm2` or a GGUF path) for `segments-abstractive`,
     /// `summary-buffer` and the `model` and `checked` summarizers; answers are cached in the
@@ -405,7 +405,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             save_contexts: config.save_contexts,
             ask: ask.as_ref(),
         };
-        let bar = progress_bar(config.progress, &dataset.name, total, "conversations");
+        let bar = Progress::new(config.progress, &dataset.name, total, "conversations");
         // Conversations are pulled lazily by the worker threads, so a streamed dataset is never
         // in memory whole; results are put back in order afterwards.
         let mut scored: Vec<(usize, Result<Records>)> = conversations
@@ -428,11 +428,11 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
                     }
                     Ok(out)
                 });
-                bar.inc(1);
+                bar.inc();
                 (i, r)
             })
             .collect();
-        bar.finish_and_clear();
+        bar.finish();
         scored.sort_by_key(|(i, _)| *i);
         for (_, r) in scored {
             records.extend(r?);
@@ -440,9 +440,9 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
     }
     if let Some(reader) = &reader {
         let mut questions = std::mem::take(&mut records.questions);
-        let bar = progress_bar(config.progress, "reader", Some(questions.len()), "answers");
-        records.answers = answers::ask(&mut questions, reader, &|| bar.inc(1));
-        bar.finish_and_clear();
+        let bar = Progress::new(config.progress, "reader", Some(questions.len()), "answers");
+        records.answers = answers::ask(&mut questions, reader, &|| bar.inc());
+        bar.finish();
     }
     let run_config = RunConfig {
         datasets: names,
@@ -567,25 +567,108 @@ pub fn check_baseline(results: &Results, baseline: &Path, tolerance: f64) -> Res
     Ok(gate::compare(&base, results, tolerance))
 }
 
-/// A bar with the rate and an ETA when the number of `unit`s is known, else a counting
-/// spinner. Both draw on stderr, and only when it is a terminal.
-fn progress_bar(enabled: bool, label: &str, total: Option<usize>, unit: &str) -> indicatif::ProgressBar {
-    if !enabled {
-        return indicatif::ProgressBar::hidden();
-    }
-    let (bar, template) = match total {
-        Some(n) => (
-            indicatif::ProgressBar::new(n as u64),
-            format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, {{per_sec}}, {{elapsed}} elapsed, ETA {{eta}}"),
-        ),
-        None => {
-            (indicatif::ProgressBar::new_spinner(), format!("{{spinner}} {{msg}}: {{pos}} {unit}, {{elapsed}} elapsed"))
+/// Progress on stderr: a bar with the rate and an ETA (a counting spinner when the number of
+/// `unit`s is unknown) on a terminal; elsewhere (a pipe, a CI log) a plain line at most every
+/// ten seconds and at the end, so that a long run piped to a file still says how far it is.
+enum Progress {
+    Hidden,
+    Bar(indicatif::ProgressBar),
+    Lines(Lines),
+}
+
+struct Lines {
+    label: String,
+    unit: String,
+    total: Option<usize>,
+    start: std::time::Instant,
+    /// Units done, and when the last line was written.
+    state: std::sync::Mutex<(usize, std::time::Instant)>,
+}
+
+impl Progress {
+    fn new(enabled: bool, label: &str, total: Option<usize>, unit: &str) -> Progress {
+        use std::io::IsTerminal as _;
+        if !enabled {
+            return Progress::Hidden;
         }
-    };
-    bar.set_style(indicatif::ProgressStyle::with_template(&template).expect("a valid template").progress_chars("=> "));
-    bar.set_message(label.to_string());
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    bar
+        if !std::io::stderr().is_terminal() {
+            let now = std::time::Instant::now();
+            return Progress::Lines(Lines {
+                label: label.to_string(),
+                unit: unit.to_string(),
+                total,
+                start: now,
+                state: std::sync::Mutex::new((0, now)),
+            });
+        }
+        let (bar, template) = match total {
+            Some(n) => (
+                indicatif::ProgressBar::new(n as u64),
+                format!("{{msg}} [{{bar:30}}] {{pos}}/{{len}} {unit}, {{per_sec}}, {{elapsed}} elapsed, ETA {{eta}}"),
+            ),
+            None => (
+                indicatif::ProgressBar::new_spinner(),
+                format!("{{spinner}} {{msg}}: {{pos}} {unit}, {{elapsed}} elapsed"),
+            ),
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(&template).expect("a valid template").progress_chars("=> "),
+        );
+        bar.set_message(label.to_string());
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        Progress::Bar(bar)
+    }
+
+    fn inc(&self) {
+        match self {
+            Progress::Hidden => {}
+            Progress::Bar(bar) => bar.inc(1),
+            Progress::Lines(lines) => lines.inc(),
+        }
+    }
+
+    fn finish(&self) {
+        match self {
+            Progress::Hidden => {}
+            Progress::Bar(bar) => bar.finish_and_clear(),
+            // The last count, unless the line for the last unit already said it.
+            Progress::Lines(lines) => {
+                let done = lines.state.lock().unwrap_or_else(|p| p.into_inner()).0;
+                if lines.total != Some(done) {
+                    lines.say(done);
+                }
+            }
+        }
+    }
+}
+
+impl Lines {
+    fn inc(&self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.0 += 1;
+        let done = state.0;
+        let last = self.total == Some(done);
+        if !last && state.1.elapsed() < std::time::Duration::from_secs(10) {
+            return;
+        }
+        state.1 = std::time::Instant::now();
+        self.say(done);
+    }
+
+    fn say(&self, done: usize) {
+        let elapsed = self.start.elapsed().as_secs_f64();
+        let line = match self.total {
+            Some(n) => {
+                let left = elapsed / done.max(1) as f64 * n.saturating_sub(done) as f64;
+                format!("{}: {done}/{n} {}, {elapsed:.0} s elapsed, about {left:.0} s left", self.label, self.unit)
+            }
+            None => format!("{}: {done} {}, {elapsed:.0} s elapsed", self.label, self.unit),
+        };
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{line}");
+        }
+    }
 }
 
 /// The probes a reader answers, as (conversation index, probe index): with `per_category`,

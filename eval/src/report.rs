@@ -251,8 +251,11 @@ pub fn markdown(results: &crate::Results) -> String {
 }
 
 /// What the summary's columns mean, in one line each.
-pub const LEGEND: &str = "evidence: share of questions whose every evidence turn is in the context (0 for \
-strategies that keep\nsentences, not turns); answer tokens: share of the gold answer's words in the context; \
+pub const LEGEND: &str = "evidence: evidence recall, the share of questions whose every evidence turn is in the \
+context verbatim\n(0 for strategies that keep sentences, not turns; `tiered` without the question keeps only its \
+newest turns whole);\nanswer: answer recall, the share whose whole gold answer is in the context; answer tokens: \
+answer-token recall, the\nmean share of the gold answer's words in the context (`full` sends everything and still \
+misses the words\nof answers the conversation never states: inferred answers, dates written otherwise); \
 reduction: 1 - context\ntokens / history tokens; \"with the question\": the strategy was given the question \
 (\"-\": it does not read it).";
 
@@ -271,24 +274,27 @@ pub fn summary(runs: &[Run]) -> String {
     let width = rows.iter().map(|r| r.dataset.len() + r.strategy.len() + 1).max().unwrap_or(0).max(17);
     let _ = writeln!(
         out,
-        "{:<width$} {:>6}  {:>8} {:>8} {:>9}  | with the question: {:>8} {:>8}",
-        "dataset/strategy", "budget", "evidence", "answer", "reduction", "evidence", "answer"
+        "{:<width$} {:>6}  {:>8} {:>6} {:>6} {:>9}  | with the question: {:>8} {:>6} {:>6}",
+        "dataset/strategy", "budget", "evidence", "answer", "answer", "reduction", "evidence", "answer", "answer"
     );
-    let _ =
-        writeln!(out, "{:<width$} {:>6}  {:>8} {:>8} {:>9}  | {:>27} {:>8}", "", "", "", "tokens", "", "", "tokens");
+    let _ = writeln!(
+        out,
+        "{:<width$} {:>6}  {:>8} {:>6} {:>6} {:>9}  | {:>27} {:>6} {:>6}",
+        "", "", "", "", "tokens", "", "", "", "tokens"
+    );
     for r in rows {
         let name = format!("{}/{}", r.dataset, r.strategy);
         let with_question = match aware(r) {
             Some(q) if r.mode == Mode::Agnostic && !same_scores(r, q) => {
-                format!("{:>27.3} {:>8.3}", q.evidence_recall, q.answer_token_recall)
+                format!("{:>27.3} {:>6.3} {:>6.3}", q.evidence_recall, q.answer_recall, q.answer_token_recall)
             }
-            Some(_) if r.mode == Mode::Agnostic => format!("{:>27} {:>8}", "-", "-"),
+            Some(_) if r.mode == Mode::Agnostic => format!("{:>27} {:>6} {:>6}", "-", "-", "-"),
             _ => String::new(),
         };
         let _ = writeln!(
             out,
-            "{name:<width$} {:>6}  {:>8.3} {:>8.3} {:>9.3}  | {with_question}",
-            r.budget, r.evidence_recall, r.answer_token_recall, r.token_reduction
+            "{name:<width$} {:>6}  {:>8.3} {:>6.3} {:>6.3} {:>9.3}  | {with_question}",
+            r.budget, r.evidence_recall, r.answer_recall, r.answer_token_recall, r.token_reduction
         );
     }
     out

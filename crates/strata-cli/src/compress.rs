@@ -18,8 +18,8 @@ pub(crate) struct Args {
     /// tiered, or segments-abstractive (needs --model).
     #[arg(long, default_value = "window")]
     strategy: String,
-    /// The token budget for the whole context.
-    #[arg(long)]
+    /// The token budget for the whole context (Python's `strata.compress` has the same default).
+    #[arg(long, default_value_t = 2000, value_parser = crate::input::budget, allow_negative_numbers = true)]
     budget: usize,
     /// The question the context is built for: strategies that read it (tiered) recall turns
     /// for it; the others ignore it.
@@ -68,6 +68,13 @@ pub(crate) fn run(args: Args) -> Result<String> {
         &config,
         &strata::registry::Models { generator, embedder, reranker: None },
     )?;
+    if args.question.is_some() && !strategy.question_aware() {
+        // Said whether or not --explain was asked: the user expects the question to matter.
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("warning: strategy {} does not read --question; it is ignored", args.strategy);
+        }
+    }
     let mut contexts = Vec::new();
     let mut explain = String::new();
     for w in &loaded.warnings {

@@ -7,6 +7,8 @@ use anyhow::{bail, Result};
 use strata_eval::retention::Mode;
 use strata_eval::{EvalConfig, Outcome, Shard};
 
+use crate::BadInput;
+
 #[derive(clap::Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub(crate) struct Args {
@@ -52,7 +54,7 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',')]
     strategy: Vec<String>,
     /// Token budgets, comma-separated.
-    #[arg(long, value_delimiter = ',', default_value = "1000,2000,4000")]
+    #[arg(long, value_delimiter = ',', default_value = "1000,2000,4000", value_parser = crate::input::budget, allow_negative_numbers = true)]
     budget: Vec<usize>,
     /// Question-agnostic, question-aware, or both.
     #[arg(long, default_value = "both", value_parser = ["agnostic", "aware", "both"])]
@@ -216,6 +218,15 @@ fn report(outcome: Outcome, gate: &Gate, folder: &Path) -> Result<String> {
         {
             eprintln!("reranking: {contexts} question-aware contexts reranked, {cut} of them cut short by a failed model call");
         }
+    }
+    let probes: usize = results.runs.iter().map(|r| r.probes).sum();
+    if probes == 0 && results.segmentation.is_empty() && results.summaries.is_empty() {
+        return Err(BadInput(
+            "nothing to score: the datasets hold no probes (a transcript's `probes` field, docs/format.md) and no \
+             segmentation or summary references"
+                .to_string(),
+        )
+        .into());
     }
     let folder = folder.display();
     let mut out = if results.runs.is_empty() {

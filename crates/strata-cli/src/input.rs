@@ -25,6 +25,17 @@ pub(crate) struct Input {
     pub(crate) tokenizer: String,
 }
 
+/// A token budget given on the command line: a positive whole number. Clap reports a refusal
+/// with the flag's name and exits with status 2; a negative number reaches this parser (the
+/// flags set `allow_negative_numbers`) rather than clap's advice to write `-- -5`.
+pub(crate) fn budget(text: &str) -> Result<usize, String> {
+    match text.trim().parse::<i64>() {
+        Ok(n) if n > 0 => Ok(n as usize),
+        Ok(n) => Err(format!("a budget is a positive number of tokens, not {n}")),
+        Err(_) => Err(format!("expected a positive number of tokens, not `{text}`")),
+    }
+}
+
 pub(crate) struct Loaded {
     pub(crate) conversations: Vec<Conversation>,
     pub(crate) warnings: Vec<String>,

@@ -29,7 +29,7 @@ pub(crate) struct StoreArgs {
     #[arg(long, value_name = "DIR")]
     models_dir: Option<PathBuf>,
     /// The context budget the tiers are sized for.
-    #[arg(long, default_value_t = 8000)]
+    #[arg(long, default_value_t = 8000, value_parser = crate::input::budget, allow_negative_numbers = true)]
     tier_budget: usize,
     /// Strategy settings, a TOML or JSON file; its `[tiered]` table shapes the context.
     #[arg(long, value_name = "FILE")]
@@ -86,7 +86,7 @@ pub(crate) struct ContextArgs {
     #[arg(long, value_name = "ID")]
     conversation: Option<String>,
     /// The context's size in tokens.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::input::budget, allow_negative_numbers = true)]
     budget: usize,
     /// Recall turns for this question (question-aware context).
     #[arg(long)]
@@ -215,6 +215,10 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
         }
         // Progress goes out as it happens: every line describes turns already on disk.
         let _ = writeln!(stdout, "# {}: {} turns ({} already stored)", c.id, c.turns.len(), stored);
+        let _ = writeln!(
+            stdout,
+            "# each line: the turn, how many turns each tier holds, summaries pending, the policy's decision"
+        );
         for (i, turn) in c.turns.iter().enumerate().skip(stored) {
             let id = turn.id.clone();
             memory.push(turn.clone()).with_context(|| format!("transcript {}: turn {id}", c.id))?;
@@ -223,7 +227,7 @@ pub(crate) fn replay(args: ReplayArgs) -> Result<String> {
                 let [h, w, k, d] = Tier::occupancy(memory.tiers());
                 let _ = writeln!(
                     stdout,
-                    "{id:>12}  hot {h:>5}  warm {w:>5}  cool {k:>5}  cold {d:>5}  pending {:>3}  {}: {}",
+                    "{id:>12}  turns hot {h:>5}  warm {w:>5}  cool {k:>5}  cold {d:>5}  summaries pending {:>3}  {}: {}",
                     memory.pending(),
                     if plan.act { "act" } else { "hold" },
                     plan.reason

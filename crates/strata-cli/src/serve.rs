@@ -43,7 +43,7 @@ pub(crate) struct Args {
     pg: Option<String>,
     /// Tokens in every context sent to the model [default: the model's window less the
     /// request's max_tokens, or less --reply-tokens when it sets none].
-    #[arg(long)]
+    #[arg(long, value_parser = crate::input::budget, allow_negative_numbers = true)]
     budget: Option<usize>,
     /// The model's context length [default: 8192 for an upstream; a local model's own, at
     /// most 4096].

@@ -455,9 +455,9 @@ pub fn plan(state: &State<'_>, config: &PolicyConfig, now: Timestamp) -> Plan {
             (true, "2-hour rule: a natural breakpoint between 30 minutes and 2 hours".to_string())
         }
     } else if score > config.threshold {
-        (true, format!("score {score:.2} exceeds {:.2}", config.threshold))
+        (true, format!("score {} exceeds {}", apart(score, config.threshold), apart(config.threshold, score)))
     } else {
-        (false, format!("score {score:.2} does not exceed {:.2}", config.threshold))
+        (false, format!("score {} does not exceed {}", apart(score, config.threshold), apart(config.threshold, score)))
     };
 
     let tiers = if act { assign(state, config, now, &current) } else { current.clone() };
@@ -564,3 +564,12 @@ fn duration(seconds: i64) -> String {
 
 #[cfg(test)]
 mod tests;
+
+/// `x` with two decimals, or as many more (up to six) as it takes to read differently from
+/// `other`: "score 0.50 exceeds 0.50" says nothing, "score 0.504 exceeds 0.500" does.
+fn apart(x: f32, other: f32) -> String {
+    (2..=6)
+        .map(|d| (format!("{x:.d$}"), format!("{other:.d$}")))
+        .find(|(a, b)| a != b)
+        .map_or_else(|| format!("{x:.2}"), |(a, _)| a)
+}

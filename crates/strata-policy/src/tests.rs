@@ -299,3 +299,12 @@ proptest::proptest! {
         plan_both_ways(&seeds, pinned, &config);
     }
 }
+
+/// A score just over the threshold is shown with the decimals that tell them apart.
+#[test]
+fn a_score_and_its_threshold_never_read_the_same() {
+    assert_eq!(crate::apart(0.5004, 0.5), "0.5004");
+    assert_eq!(crate::apart(0.5, 0.5004), "0.5000");
+    assert_eq!(crate::apart(0.74, 0.5), "0.74");
+    assert_eq!(crate::apart(0.5, 0.5), "0.50");
+}

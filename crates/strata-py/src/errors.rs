@@ -32,6 +32,16 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
+/// A token budget from Python, checked: a positive whole number, else `InputError` naming the
+/// argument (a bare `usize` would raise a raw `OverflowError` for -1).
+pub(crate) fn budget(name: &str, n: i64) -> PyResult<usize> {
+    if n > 0 {
+        Ok(n as usize)
+    } else {
+        Err(input_error(format!("{name}: a budget is a positive number of tokens, not {n}")))
+    }
+}
+
 pub(crate) fn input_error(message: impl Into<String>) -> PyErr {
     InputError::new_err(message.into())
 }

@@ -25,7 +25,7 @@ pub(crate) fn run_eval<'py>(
     py: Python<'py>,
     datasets: Vec<String>,
     strategies: Vec<String>,
-    budgets: Vec<usize>,
+    budgets: Vec<i64>,
     mode: &str,
     tokenizer: String,
     out: Option<PathBuf>,
@@ -71,7 +71,7 @@ pub(crate) fn run_eval<'py>(
     let config = EvalConfig {
         datasets,
         strategies,
-        budgets,
+        budgets: budgets.into_iter().map(|b| crate::errors::budget("budgets", b)).collect::<PyResult<_>>()?,
         modes,
         tokenizer,
         out: out_dir,

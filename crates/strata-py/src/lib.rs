@@ -110,7 +110,7 @@ fn compress(
     py: Python<'_>,
     conversation: &Bound<'_, PyAny>,
     strategy: &str,
-    budget: usize,
+    budget: i64,
     question: Option<String>,
     config: Option<&Bound<'_, PyAny>>,
     at: Option<&str>,
@@ -119,6 +119,7 @@ fn compress(
     embedder: &str,
     models_dir: Option<PathBuf>,
 ) -> PyResult<Context> {
+    let budget = errors::budget("budget", budget)?;
     let conversation = data::conversation_arg(conversation, "conversation")?;
     let turns = match at {
         None => &conversation.turns[..],

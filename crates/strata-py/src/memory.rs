@@ -44,7 +44,7 @@ impl Memory {
     fn py_new(
         py: Python<'_>,
         db: &str,
-        budget: usize,
+        budget: i64,
         embedder: Option<String>,
         model: Option<&str>,
         conversation: &str,
@@ -78,6 +78,7 @@ impl Memory {
             }
             r => return Err(input_error(format!("Memory: reranker `{r}`: expected msmarco or none"))),
         };
+        let budget = crate::errors::budget("budget", budget)?;
         let mut memory_config = MemoryConfig::for_budget(conversation, budget);
         memory_config.clock = clock;
         memory_config.layout.tiered = tiered;
@@ -139,8 +140,8 @@ impl Memory {
     /// The context within `budget` tokens (the memory's budget by default); with a question,
     /// turns recalled for it take their share.
     #[pyo3(signature = (budget=None, question=None))]
-    fn context(&self, py: Python<'_>, budget: Option<usize>, question: Option<String>) -> PyResult<Context> {
-        let budget = budget.unwrap_or(self.budget);
+    fn context(&self, py: Python<'_>, budget: Option<i64>, question: Option<String>) -> PyResult<Context> {
+        let budget = budget.map(|b| crate::errors::budget("budget", b)).transpose()?.unwrap_or(self.budget);
         let (ctx, full) = py
             .detach(|| {
                 let memory = self.lock();

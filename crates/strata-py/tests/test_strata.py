@@ -113,6 +113,11 @@ def test_bad_input_names_where_it_is(tmp_path):
         strata.compress([{"role": "user", "content": "a"}], strategy="no_such_strategy")
     with pytest.raises(strata.InputError, match="tokenizer"):
         strata.count_tokens("a", tokenizer="nope")
+    for bad in (-1, 0):
+        with pytest.raises(strata.InputError, match=f"budget: a budget is a positive number of tokens, not {bad}"):
+            strata.compress([{"role": "user", "content": "a"}], budget=bad)
+    with pytest.raises(strata.InputError, match="budgets: a budget is a positive"):
+        strata.eval(["probes"], ["window"], [-5])
     with pytest.raises(strata.InputError, match="`conversation`: expected a Conversation"):
         strata.compress(42)
     with pytest.raises(strata.InputError, match=r"config.json.*windw"):

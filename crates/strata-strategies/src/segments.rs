@@ -261,6 +261,9 @@ impl Strategy for Segments {
         // The newest summaries that fit; everything older is folded, summary by summary, into
         // one narrative of bounded size. While narrative and summaries overflow the allowance,
         // one more summary moves into the narrative.
+        // A summary that nothing fitted (every sentence over its bound) would cost its framing
+        // and say nothing.
+        summaries.retain(|s| !s.text.trim().is_empty());
         let blocks: Vec<Block> = summaries.iter().map(|s| summary_block(s, history)).collect();
         let mut k = 0;
         let mut used = 0;
@@ -275,6 +278,9 @@ impl Strategy for Segments {
         while k < blocks.len() {
             let older = &summaries[..blocks.len() - k];
             let folded = self.fold(older, history, &registry);
+            if folded.text.trim().is_empty() {
+                break;
+            }
             let newest: usize = blocks[blocks.len() - k..].iter().map(|b| b.tokens).sum();
             let block = summary_block(&folded, history);
             if newest + block.tokens <= left {

@@ -108,6 +108,63 @@ fn unknown_strategy_and_tokenizer_exit_2() {
     }
 }
 
+/// A budget that is not a positive number is refused by name with status 2 (a negative one
+/// too, not taken for a flag); a question a strategy does not read is said to be ignored; a
+/// dataset with nothing to score is refused rather than scored as an empty table.
+#[test]
+fn budgets_questions_and_datasets_that_would_do_nothing_are_said() {
+    let chat = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat.json");
+    for budget in ["0", "-5", "many"] {
+        for command in [vec!["compress", chat, "--budget", budget], vec!["eval", "--dataset", chat, "--budget", budget]]
+        {
+            let out = strata(&command);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{command:?}: {stderr}");
+            assert!(stderr.contains("--budget") && stderr.contains("positive number of tokens"), "{stderr}");
+            assert!(out.stdout.is_empty());
+        }
+    }
+    let out = strata(&["compress", chat, "--strategy", "window", "--question", "Which broker?"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("strategy window does not read --question"));
+    let out = strata(&["compress", chat, "--strategy", "tiered", "--embedder", "none", "--question", "Which broker?"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("does not read --question"));
+    let (dir, path) = file("none.json", br#"{"id": "a", "turns": [{"id": "t1", "role": "user", "content": "hi"}]}"#);
+    let out = strata(&[
+        "eval",
+        "--dataset",
+        &path,
+        "--strategy",
+        "window",
+        "--out",
+        &dir.path().join("o").display().to_string(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("nothing to score"), "{stderr}");
+}
+
+/// `strata eval` piped (no terminal for a bar) still says how far it is, on stderr.
+#[test]
+fn a_piped_eval_says_how_far_it_is() {
+    let chat = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/chat.json");
+    let dir = tempfile::tempdir().unwrap();
+    let out = strata(&[
+        "eval",
+        "--dataset",
+        chat,
+        "--strategy",
+        "window",
+        "--budget",
+        "100",
+        "--out",
+        &dir.path().display().to_string(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("1 conversations, "), "{stderr}");
+}
+
 /// Commands that take `--model` refuse a strategy that needs one without it, and a model file
 /// that is not there, by name, with status 2 and nothing on stdout.
 #[test]
@@ -176,15 +233,20 @@ fn messages_output_is_an_openai_array() {
 #[test]
 fn config_files_change_the_strategy() {
     let (_dir, cfg) = file("c.toml", b"[recent-8-summary-12]\nrecent = 1\nsummarized = 1\n");
-    let text = br#"[{"role": "user", "content": "one"}, {"role": "assistant", "content": "1"},
-                    {"role": "user", "content": "two"}, {"role": "assistant", "content": "2"},
-                    {"role": "user", "content": "three"}, {"role": "assistant", "content": "3"}]"#;
-    let (_dir2, path) = file("m.json", text);
+    // Long replies, so that the history costs more than the budget (a history within it is
+    // sent whole by every strategy).
+    let long = "Details follow. ".repeat(30);
+    let text = format!(
+        r#"[{{"role": "user", "content": "one"}}, {{"role": "assistant", "content": "1. {long}"}},
+            {{"role": "user", "content": "two"}}, {{"role": "assistant", "content": "2. {long}"}},
+            {{"role": "user", "content": "three"}}, {{"role": "assistant", "content": "3"}}]"#
+    );
+    let (_dir2, path) = file("m.json", text.as_bytes());
     let out = strata(&[
         "compress",
         &path,
         "--budget",
-        "1000",
+        "100",
         "--strategy",
         "recent-8-summary-12",
         "--config",
@@ -195,7 +257,7 @@ fn config_files_change_the_strategy() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout),
-        "system: Conversation Summary (earlier context):\nTopics discussed: two\nKey points: 2\n\nsystem: Recent conversation details:\nQ: three\nA: 3\n"
+        "system: Conversation Summary (earlier context):\nTopics discussed: two\nKey points: 2. Details follow.\n\nsystem: Recent conversation details:\nQ: three\nA: 3\n"
     );
     let (_dir3, bad) = file("bad.toml", b"[window]\nsize = 1\n");
     let out = strata(&["compress", &path, "--budget", "10", "--config", &bad]);
@@ -238,7 +300,7 @@ fn eval_gate_fails_on_a_doctored_baseline_and_names_the_metric() {
     assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
     // One screen on stdout, the full table in the output folder.
     let summary = String::from_utf8_lossy(&first.stdout);
-    assert!(summary.contains("probes/full         2000     1.000    1.000     0.000  |"), "{summary}");
+    assert!(summary.contains("probes/full         2000     1.000  1.000  1.000     0.000  |"), "{summary}");
     assert!(summary.contains(&format!("{}/results.md", out.display())), "{summary}");
     let table = std::fs::read_to_string(out.join("results.md")).unwrap();
     assert!(table.contains("| probes | full | 2000 | agnostic | 206 | 1.000 | 1.000 |"), "{table}");
