@@ -99,9 +99,11 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     problems.extend(markdown_links(root)?);
     problems.extend(model_table(root));
     if root.join("crates/strata-py/Cargo.toml").exists() {
-        let wheel = resolved_features(root, &["-p", "strata-py", "-e", "normal,build"])?;
         let tests = resolved_features(root, &["--workspace", "-e", "normal,build,dev"])?;
-        problems.extend(wheel_features(&wheel, &tests));
+        for (package, manifest) in SEPARATE_BUILDS {
+            let own = resolved_features(root, &["-p", package, "-e", "normal,build"])?;
+            problems.extend(build_features(manifest, &own, &tests));
+        }
     }
     Ok(problems)
 }
@@ -197,22 +199,32 @@ fn model_table(root: &Path) -> Vec<String> {
     problems
 }
 
-/// Features that the workspace's test build and the Python wheel's build turn on differently
-/// in a dependency they share. Maturin resolves features for `strata-py` alone, so each such
-/// difference compiles that crate and everything above it a second time in CI (minutes each);
-/// `crates/strata-py/Cargo.toml` names the workspace's features to prevent it, and this keeps
-/// that list true as dependencies change.
-fn wheel_features(wheel: &Features, tests: &Features) -> Vec<String> {
+/// The packages users build on their own, each with its manifest: the README's install step
+/// (`cargo build --release -p strata-cli`), the automation it runs next (`cargo xtask`, in
+/// release) and the wheel (maturin resolves features for `strata-py` alone). Each must resolve
+/// every dependency it shares with the workspace's test build with the same features, or that
+/// dependency and everything above it is compiled again (minutes each) when a user switches
+/// from one command to the next.
+const SEPARATE_BUILDS: &[(&str, &str)] = &[
+    ("strata-cli", "crates/strata-cli/Cargo.toml"),
+    ("xtask", "xtask/Cargo.toml"),
+    ("strata-py", "crates/strata-py/Cargo.toml"),
+];
+
+/// Features that the workspace's test build and one package's own build turn on differently in
+/// a dependency they share; `manifest` is where the package names the tests' features to
+/// prevent it, and this keeps that list true as dependencies change.
+fn build_features(manifest: &str, own: &Features, tests: &Features) -> Vec<String> {
     let mut problems = Vec::new();
-    for (package, features) in wheel {
+    for (package, features) in own {
         let Some(in_tests) = tests.get(package) else { continue };
         if features != in_tests {
             let missing: Vec<&str> = in_tests.difference(features).map(String::as_str).collect();
             let extra: Vec<&str> = features.difference(in_tests).map(String::as_str).collect();
             problems.push(format!(
-                "crates/strata-py/Cargo.toml: {package} is built with features [{}] for the tests but [{}] for the \
-                 wheel (the tests' only: [{}], the wheel's only: [{}]); name the tests' features there so that \
-                 the wheel reuses the test build",
+                "{manifest}: {package} is built with features [{}] for the tests but [{}] on its own (the tests' \
+                 only: [{}], its own only: [{}]); name the tests' features there so that its build reuses the \
+                 test build",
                 in_tests.iter().map(String::as_str).collect::<Vec<_>>().join(", "),
                 features.iter().map(String::as_str).collect::<Vec<_>>().join(", "),
                 missing.join(", "),
@@ -330,20 +342,20 @@ mod tests {
     }
 
     #[test]
-    fn tidy_catches_a_feature_the_tests_turn_on_and_the_wheel_does_not() {
+    fn tidy_catches_a_feature_the_tests_turn_on_and_a_separate_build_does_not() {
         let tree = |rows: &[(&str, &[&str])]| -> Features {
             rows.iter().map(|(p, f)| (p.to_string(), f.iter().map(|x| x.to_string()).collect())).collect()
         };
         let tests =
             tree(&[("getrandom v0.3.3", &["std", "sys_rng"]), ("pyo3-only v1.0.0", &[]), ("serde v1.0.0", &["std"])]);
         let same = tree(&[("getrandom v0.3.3", &["std", "sys_rng"]), ("serde v1.0.0", &["std"])]);
-        assert!(wheel_features(&same, &tests).is_empty());
+        assert!(build_features("w/Cargo.toml", &same, &tests).is_empty());
         let short = tree(&[("getrandom v0.3.3", &["sys_rng"]), ("serde v1.0.0", &["std"]), ("numpy v0.1.0", &["a"])]);
-        let problems = wheel_features(&short, &tests);
+        let problems = build_features("w/Cargo.toml", &short, &tests);
         assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(
-            problems[0].contains("getrandom v0.3.3 is built with features [std, sys_rng] for the tests but [sys_rng]")
-        );
-        assert!(problems[0].contains("the tests' only: [std], the wheel's only: []"), "{}", problems[0]);
+        assert!(problems[0].starts_with(
+            "w/Cargo.toml: getrandom v0.3.3 is built with features [std, sys_rng] for the tests but [sys_rng]"
+        ));
+        assert!(problems[0].contains("the tests' only: [std], its own only: []"), "{}", problems[0]);
     }
 }
