@@ -14,7 +14,7 @@ use strata_core::{Role, Turn};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Models are found by --models-dir, $STRATA_MODELS, ./models, then the checkout's models/.
     let minilm = strata_models::embedder("minilm", &strata_models::dir(None))?;
-    let mut config = MemoryConfig::for_budget("support-chat-42", 8000); // tiers sized for 8k contexts
+    let mut config = MemoryConfig::for_budget("support-chat-42", 4000); // half an 8k model's window
     config.path = Some(std::env::temp_dir().join("strata-example-memory.db")); // SQLite (WAL)
                                                                                // Every model is optional: a generator writes abstractive summaries, a reranker reorders
                                                                                // recall's candidates, and a server shares one strata::EmbedQueue between its memories.
@@ -22,7 +22,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut memory = Memory::open(config, parts)?;
     let id = format!("m{}", memory.len());
     memory.push(Turn::new(id, Role::User, "We settled on port 8443 for the admin API."))?; // durable
-    let ctx = memory.context(8000, Some("which port did we pick?"))?; // blocks: kind, turn ids, tokens
+    let ctx = memory.context(4000, Some("which port did we pick?"))?; // blocks: kind, turn ids, tokens
     for block in &ctx.blocks {
         println!("{:?} {:?} {} tokens", block.kind, block.source_ids, block.tokens);
     }
