@@ -168,7 +168,7 @@ impl std::fmt::Debug for Models {
 }
 
 /// The strategy a name selects, with the models it uses from `models`. Every bounded one sends
-/// a history that fits its budget whole ([`WholeWhenItFits`]).
+/// a history that fits its budget whole (see `WholeWhenItFits`).
 pub fn build(name: &str, config: &StrategiesConfig, models: &Models) -> Result<Box<dyn Strategy>, ConfigError> {
     Ok(Box::new(WholeWhenItFits(built_in(name, config, models)?)))
 }
