@@ -88,7 +88,8 @@ fn main() -> Result<()> {
 fn cargo_run_release(args: &[&str]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
     let status = std::process::Command::new(cargo)
-        .args(["run", "--quiet", "--release", "-p", "strata-cli", "--"])
+        // Not quiet: when the binary must be built first, cargo says what it compiles.
+        .args(["run", "--release", "-p", "strata-cli", "--"])
         .args(args)
         .current_dir(root())
         .status()?;
