@@ -84,10 +84,28 @@ fn main() -> Result<()> {
     }
 }
 
+/// `command` without the variables `cargo run` set for xtask itself (`CARGO_PKG_NAME=xtask`,
+/// `CARGO_MANIFEST_DIR`, ...). A cargo started from xtask would otherwise see them: build
+/// scripts that watch them (ring's, through rustls, under the model loaders and the server)
+/// would run again and everything above them would be compiled a second time, as if xtask's
+/// build and the user's own were different builds.
+pub(crate) fn outside_cargo_run(command: &mut std::process::Command) -> &mut std::process::Command {
+    for (key, _) in std::env::vars_os() {
+        let Some(key) = key.to_str() else { continue };
+        let set_by_cargo_run = key.starts_with("CARGO_PKG_")
+            || key.starts_with("CARGO_MANIFEST_")
+            || ["CARGO_CRATE_NAME", "CARGO_BIN_NAME", "CARGO_PRIMARY_PACKAGE"].contains(&key);
+        if set_by_cargo_run {
+            command.env_remove(key);
+        }
+    }
+    command
+}
+
 /// Runs the `strata` binary, built in release mode, from the repository root.
 fn cargo_run_release(args: &[&str]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let status = std::process::Command::new(cargo)
+    let status = outside_cargo_run(&mut std::process::Command::new(cargo))
         // Not quiet: when the binary must be built first, cargo says what it compiles.
         .args(["run", "--release", "-p", "strata-cli", "--"])
         .args(args)

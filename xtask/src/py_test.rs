@@ -20,7 +20,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let _ = std::fs::remove_dir_all(&wheels);
     println!("py-test: building the wheel (maturin build --release --strip)");
     let mut build = Command::new(&builder);
-    build
+    crate::outside_cargo_run(&mut build)
         .args(["-m", "maturin", "build", "--release", "--strip", "--quiet", "--manifest-path"])
         .arg(root.join("crates/strata-py/Cargo.toml"))
         .arg("--out")

@@ -241,7 +241,7 @@ type Features = BTreeMap<String, BTreeSet<String>>;
 /// Every package of a `cargo tree` selection with the features it is built with.
 fn resolved_features(root: &Path, selection: &[&str]) -> Result<Features> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_string());
-    let output = std::process::Command::new(&cargo)
+    let output = crate::outside_cargo_run(&mut std::process::Command::new(&cargo))
         .current_dir(root)
         .arg("tree")
         .args(selection)
