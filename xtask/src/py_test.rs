@@ -9,7 +9,9 @@ use anyhow::{ensure, Context, Result};
 
 /// Pinned, so that a CI run tomorrow installs what ran today.
 const BUILD: &[&str] = &["maturin==1.16.0"];
-const TEST: &[&str] = &["pytest==9.2.0", "pandas==3.1.1", "matplotlib==3.11.2"];
+// The peers (`strata.peers`) at the versions `strata[peers]` pins (crates/strata-py/pyproject.toml).
+const TEST: &[&str] =
+    &["pytest==9.2.0", "pandas==3.1.1", "matplotlib==3.11.2", "langchain-core==1.8.1", "llama-index-core==0.14.25"];
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let work = root.join("target/py");
