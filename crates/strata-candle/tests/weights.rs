@@ -332,7 +332,19 @@ fn a_chatml_counter_counts_the_prompt_the_model_is_given() {
         let counted: usize =
             said.iter().map(|(role, text)| counter.count_message(*role, Some("jane"), text, None, &[])).sum::<usize>()
                 + counter.chat_format().reply_priming as usize;
-        assert_eq!(counted, prompt.len(), "{}", spec.folder);
+        // Exact, but for the text that opens with spaces: the newline before it and its first
+        // space can merge into one token in the prompt (SmolLM2's does), which the counter,
+        // counting the two apart, takes as two. Never fewer than the prompt.
+        let merged = usize::from(spec.folder == strata_candle::SMOLLM2_135M.folder);
+        assert_eq!(counted, prompt.len() + merged, "{}", spec.folder);
+        let plain = &messages[..3];
+        let prompt = g.encode(&strata_candle::GgufGenerator::render(plain)).unwrap();
+        let counted: usize = said[..3]
+            .iter()
+            .map(|(role, text)| counter.count_message(*role, Some("jane"), text, None, &[]))
+            .sum::<usize>()
+            + counter.chat_format().reply_priming as usize;
+        assert_eq!(counted, prompt.len(), "{} without the leading spaces", spec.folder);
     }
 }
 
@@ -454,7 +466,7 @@ fn bge_vectors_match_onnx_runtime() {
 /// models.
 #[test]
 #[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
-fn the_chatml_counter_counts_the_prompt_the_model_is_given() {
+fn the_chatml_counter_is_never_under_the_prompt_over_random_messages() {
     use strata_core::{ChatMessage, Role, TokenCounter, ToolCall};
     let pieces = [
         "Hello there.",
