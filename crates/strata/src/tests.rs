@@ -107,6 +107,12 @@ fn short_of_the_day() -> usize {
     History::from_turns("conv", &day(), counter()).unwrap().full_context_tokens() * 3 / 4
 }
 
+/// The project's committed probe suite (`datasets/probes/probes.jsonl`).
+fn probe_set() -> Vec<strata_core::Conversation> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../datasets/probes/probes.jsonl");
+    strata_transcript::load_path(&path, None).unwrap().conversations
+}
+
 fn config(budget: usize) -> MemoryConfig {
     let mut c = MemoryConfig::for_budget("conv", budget);
     c.clock = Clock::LastTurn;
@@ -150,25 +156,26 @@ fn turns_tiers_and_summaries_survive_reopening() {
 #[test]
 fn salient_sentences_are_ranked_in_the_background_and_swapped_in_at_turn_boundaries() {
     let turns = day();
-    let mut m = open(short_of_the_day(), None);
+    let budget = short_of_the_day();
+    let mut m = open(budget, None);
     m.push_all(&turns[..turns.len() - 1]).unwrap();
     m.settle();
-    let settled = m.context(short_of_the_day(), None).unwrap();
+    let settled = m.context(budget, None).unwrap();
     let salient = |c: &strata_core::Context| c.blocks.iter().find(|b| b.kind == BlockKind::Salient).cloned();
     assert!(salient(&settled).is_some());
     // A push takes the newest ranking finished at that moment, which cannot have seen the
     // turn being pushed; the ranking with it lands later and waits for the next boundary.
     m.push(turns[turns.len() - 1].clone()).unwrap();
-    let before = m.context(short_of_the_day(), None).unwrap();
+    let before = m.context(budget, None).unwrap();
     std::thread::sleep(std::time::Duration::from_millis(200));
-    assert_eq!(m.context(short_of_the_day(), None).unwrap(), before);
+    assert_eq!(m.context(budget, None).unwrap(), before);
     m.settle();
-    let after = m.context(short_of_the_day(), None).unwrap();
+    let after = m.context(budget, None).unwrap();
     // Settled, the context is the one a memory that saw every turn at once builds.
-    let mut whole = open(short_of_the_day(), None);
+    let mut whole = open(budget, None);
     whole.push_all(&turns).unwrap();
     whole.settle();
-    assert_eq!(after, whole.context(short_of_the_day(), None).unwrap());
+    assert_eq!(after, whole.context(budget, None).unwrap());
     assert!(salient(&after).is_some());
 }
 
@@ -308,10 +315,7 @@ fn a_question_recalls_the_turns_that_answer_it() {
 /// history that fits is sent as it is, however much recall and salience would want.
 #[test]
 fn a_context_says_nothing_twice_and_a_history_that_fits_is_the_context() {
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let set = strata_transcript::load_path(&std::path::Path::new(root).join("datasets/probes/probes.jsonl"), None)
-        .unwrap()
-        .conversations;
+    let set = probe_set();
     let c = &set[0];
     let mut m = open(2000, None);
     m.push_all(&c.turns).unwrap();
@@ -949,9 +953,7 @@ fn same_as_whole(turns: &[Turn], budget: usize, question: &str) {
 #[test]
 fn turn_by_turn_equals_the_whole_conversation_computation_on_real_transcripts() {
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let probes = strata_transcript::load_path(&std::path::Path::new(root).join("datasets/probes/probes.jsonl"), None)
-        .unwrap()
-        .conversations;
+    let probes = probe_set();
     assert!(probes.len() >= 4);
     for c in probes.iter().step_by(4) {
         same_as_whole(&c.turns, 2000, &c.probes[0].question);
