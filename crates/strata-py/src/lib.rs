@@ -1,6 +1,6 @@
 //! `strata._strata`, the native half of the Python package: the library's vocabulary as Python
 //! classes, and the functions a researcher calls from a notebook (`load`, `count_tokens`,
-//! `compress`, `Memory`, `eval`, `register_strategy`).
+//! `compress`, `Memory`, `eval`, `register_strategy`, and the models `Embedder` and `Generator`).
 //!
 //! The key design choice is that Python sees the same machinery as the CLI, not a second
 //! implementation: transcripts go through `strata-transcript`'s loaders (dicts are handed over
@@ -13,6 +13,7 @@ mod data;
 mod errors;
 mod eval;
 mod memory;
+mod models;
 mod strategy;
 
 use std::path::PathBuf;
@@ -36,6 +37,8 @@ fn strata_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Hit>()?;
     m.add_class::<strategy::HistoryView>()?;
     m.add_class::<memory::Memory>()?;
+    m.add_class::<models::Embedder>()?;
+    m.add_class::<models::Generator>()?;
     m.add_function(wrap_pyfunction!(load, m)?)?;
     m.add_function(wrap_pyfunction!(count_tokens, m)?)?;
     m.add_function(wrap_pyfunction!(compress, m)?)?;

@@ -10,6 +10,8 @@ from ._strata import (
     Block as Block,
     Context as Context,
     Conversation as Conversation,
+    Embedder as Embedder,
+    Generator as Generator,
     Hit as Hit,
     History as History,
     InputError as InputError,

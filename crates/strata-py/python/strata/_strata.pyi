@@ -230,6 +230,31 @@ class Memory:
     def budget(self) -> int: ...
     def __len__(self) -> int: ...
 
+class Embedder:
+    """A sentence embedder on Strata's engine: unit vectors, one per text."""
+
+    def __init__(self, name: str = "minilm", *, models_dir: Optional[Union[str, os.PathLike[str]]] = None) -> None:
+        """``name``: minilm, nomic or bge, from the models folder (``cargo xtask fetch-models``)."""
+    @property
+    def model_id(self) -> str: ...
+    @property
+    def dim(self) -> int: ...
+    def embed(self, texts: List[str]) -> List[List[float]]:
+        """One vector per text, for texts to be found."""
+    def embed_query(self, texts: List[str]) -> List[List[float]]:
+        """One vector per text, for texts that search (questions)."""
+
+class Generator:
+    """A chat model on Strata's engine (or an OpenAI-compatible endpoint), greedy."""
+
+    def __init__(self, name: str = "qwen", *, models_dir: Optional[Union[str, os.PathLike[str]]] = None) -> None:
+        """``name``: qwen, qwen1.5b, smollm2, a GGUF path, or ``URL#MODEL``."""
+    @property
+    def model_id(self) -> str: ...
+    def chat(self, messages: List[Mapping[str, str]], max_tokens: int = 256) -> Dict[str, Any]:
+        """The reply to ``messages`` (``role``/``content`` dicts): ``text``, ``prompt_tokens``,
+        ``generated_tokens``, ``reused_tokens``."""
+
 def load(path: Union[str, os.PathLike[str]], format: Optional[str] = None) -> List[Conversation]:
     """Every conversation in a file: Strata JSON or JSONL, OpenAI messages, or LoCoMo's file
     (``format``: strata, messages or locomo; detected when left out)."""
