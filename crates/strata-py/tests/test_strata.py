@@ -393,3 +393,30 @@ def test_the_stubs_cover_every_public_name():
         elif isinstance(node, (ast.ClassDef, ast.FunctionDef)):
             names.add(node.name)
     assert sorted(set(strata.__all__) - names) == []
+
+
+def test_the_embedder_gives_the_same_unit_vector_for_the_same_text():
+    embedder = strata.Embedder("minilm")
+    a, b, c = embedder.embed(["the cat sat on the mat", "the cat sat on the mat", "quarterly revenue fell"])
+    assert len(a) == embedder.dim == 384 and a == b
+    assert abs(sum(x * x for x in a) - 1) < 1e-4
+    assert sum(x * y for x, y in zip(a, c)) < 0.5
+    assert embedder.embed_query(["the cat sat on the mat"])[0] == a
+    with pytest.raises(strata.InputError, match="bogus"):
+        strata.Embedder("bogus")
+
+
+def test_a_generator_names_the_bad_field_of_a_message_and_a_missing_model():
+    with pytest.raises(strata.InputError, match="no-such-model"):
+        strata.Generator("/no-such-model.gguf")
+    models = Path(os.environ.get("STRATA_MODELS", ROOT / "models"))
+    if not (models / "smollm2-135m-instruct").is_dir():
+        pytest.skip("needs the smollm2 weights: cargo xtask fetch-models smollm2")
+    generator = strata.Generator("smollm2")
+    with pytest.raises(strata.InputError, match=r"messages\[1\]\.role: `bogus`"):
+        generator.chat([{"role": "user", "content": "hi"}, {"role": "bogus", "content": "x"}])
+    with pytest.raises(strata.InputError, match=r"messages\[0\]: missing `content`"):
+        generator.chat([{"role": "user"}])
+    reply = generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
+    assert reply["generated_tokens"] <= 8 and reply["text"]
+    assert generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)["text"] == reply["text"]
