@@ -1,16 +1,18 @@
-"""LangChain's and LlamaIndex's chat memory beside Strata's `tiered` on LoCoMo, on one harness.
+"""One peer beside Strata's `tiered` on one LoCoMo conversation, on one harness: the starting
+point to copy when comparing a memory you use with Strata's.
 
-The peers (`strata.peers`: LangChain's `trim_messages`, LlamaIndex's `ChatMemoryBuffer`) are
-registered as strategies and scored by `strata.eval` with the built-ins: the same probes, the
-same budgets counted by the same tokenizer, the same metrics. Prints one line per strategy and
-budget, with the wall time each strategy's run took.
+The peer (`strata.peers`: LangChain's `trim_messages` or summary buffer, LlamaIndex's buffer or
+vector memory, Mem0) is registered as a strategy and scored by `strata.eval` beside `tiered`:
+the same questions, the same budgets counted by the same tokenizer, the same metrics, each in
+the peer's mode (a retrieval memory reads the question, a window does not).
 
-    pip install 'strata-*.whl[peers]'          # or: pip install langchain-core==1.8.1 llama-index-core==0.14.25
-    python examples/peers.py --limit 1         # one LoCoMo conversation
-    python examples/peers.py                   # all ten
+    pip install 'strata-*.whl[peers]'
+    python examples/peers.py                                 # LlamaIndex's vector memory
+    python examples/peers.py --peer langchain-trim --budgets 1000,2000,4000
 
-LoCoMo is read from $STRATA_DATA (or ../shared/datasets beside the checkout); `tiered` needs the
-MiniLM weights (`cargo xtask fetch-models`, or $STRATA_MODELS).
+LoCoMo is read from $STRATA_DATA (or ../shared/datasets beside the checkout); the models
+(MiniLM; Qwen for the LLM peers) from $STRATA_MODELS, fetched by `cargo xtask fetch-models`.
+`examples/peers_table.py` runs every peer and writes the table and plot of docs/results.md.
 """
 
 import argparse
@@ -22,22 +24,24 @@ import strata.peers
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="locomo", help="a suite name (locomo, probes) or a transcript file")
-    parser.add_argument("--limit", type=int, help="only the first N conversations")
-    parser.add_argument("--budgets", default="1000,2000,4000")
-    parser.add_argument("--mode", default="agnostic", help="agnostic (the peers do not read the question), aware or both")
+    parser.add_argument("--peer", default="llamaindex-vector", choices=list(strata.peers.PEERS))
+    parser.add_argument("--budgets", default="1000,2000")
     args = parser.parse_args()
     budgets = [int(b) for b in args.budgets.split(",")]
-    strategies = ["window", "tiered", *strata.peers.register()]
-    print(f"{'strategy':<18} {'budget':>6} {'mode':>9} {'evidence':>8} {'answer':>7} {'answer tokens':>13} {'reduction':>9}  wall")
-    for name in strategies:
+    registered = strata.peers.register([args.peer])
+    if not registered:
+        raise SystemExit(f"{args.peer} cannot run here (see the warning above)")
+    peer = registered[0]
+    mode = "aware" if strata.peers.PEERS[peer][1] else "agnostic"
+    print(f"{'strategy':<24} {'budget':>6} {'mode':>8} {'evidence':>8} {'answer':>7} {'tokens':>7}  wall")
+    for name in ("tiered", peer):
         start = time.perf_counter()
-        result = strata.eval([args.dataset], [name], budgets, mode=args.mode, limit=args.limit, progress=False)
+        result = strata.eval(["locomo"], [name], budgets, mode=mode, limit=1, progress=False)
         wall = time.perf_counter() - start
         for r in result.runs:
             print(
-                f"{name:<18} {r['budget']:>6} {r['mode']:>9} {r['evidence_recall']:>8.3f} {r['answer_recall']:>7.3f}"
-                f" {r['answer_token_recall']:>13.3f} {r['token_reduction']:>9.3f}  {wall:.1f} s"
+                f"{name:<24} {r['budget']:>6} {r['mode']:>8} {r['evidence_recall']:>8.3f}"
+                f" {r['answer_recall']:>7.3f} {r['context_tokens_mean']:>7.0f}  {wall:.1f} s"
             )
 
 

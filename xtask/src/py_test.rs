@@ -9,9 +9,20 @@ use anyhow::{ensure, Context, Result};
 
 /// Pinned, so that a CI run tomorrow installs what ran today.
 const BUILD: &[&str] = &["maturin==1.16.0"];
-// The peers (`strata.peers`) at the versions `strata[peers]` pins (crates/strata-py/pyproject.toml).
-const TEST: &[&str] =
-    &["pytest==9.2.0", "pandas==3.1.1", "matplotlib==3.11.2", "langchain-core==1.8.1", "llama-index-core==0.14.25"];
+// The peers (`strata.peers`) at the versions `strata[peers]` pins (crates/strata-py/pyproject.toml;
+// test_peers.py checks the two lists agree with `strata.peers.VERSIONS`).
+const TEST: &[&str] = &[
+    "pytest==9.2.0",
+    "pandas==3.1.1",
+    "matplotlib==3.11.2",
+    "langchain-core==1.8.1",
+    "langchain-classic==1.0.8",
+    "langchain==1.5.2",
+    "llama-index-core==0.14.25",
+    "llama-index-vector-stores-qdrant==0.10.4",
+    "qdrant-client==1.20.0",
+    "mem0ai==2.2.1",
+];
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let work = root.join("target/py");
@@ -63,6 +74,12 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     env(&mut example);
     ensure!(example.status()?.success(), "examples/compare.py failed");
     ensure!(plot.metadata().is_ok_and(|m| m.len() > 10_000), "examples/compare.py wrote no plot at {}", plot.display());
+
+    println!("py-test: examples/peers.py (LlamaIndex's vector memory beside tiered, one LoCoMo conversation)");
+    let mut peers = Command::new(&python);
+    peers.arg(root.join("examples/peers.py")).args(["--budgets", "1000"]);
+    env(&mut peers);
+    ensure!(peers.status()?.success(), "examples/peers.py failed");
 
     println!("py-test: the cost of a strategy written in Python");
     let mut overhead = Command::new(&python);
