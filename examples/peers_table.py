@@ -66,7 +66,9 @@ def main():
     parser.add_argument("--budgets", default="1000,2000,4000")
     parser.add_argument("--peers", default=",".join(NON_LLM), help="peers to run (strata.peers.PEERS)")
     parser.add_argument("--builtins", default="window,tiered", help="built-in strategies to run beside them")
-    parser.add_argument("--model", help="the local model of built-ins that summarise (summary-buffer)")
+    parser.add_argument(
+        "--model", help="the local model the built-ins summarise with, as `strata eval --model` (tiered too)"
+    )
     parser.add_argument("--reader", help="a reader model (qwen, qwen1.5b, ...): F1 of its answers")
     parser.add_argument("--sample", type=int, help="with --reader: N questions of each category")
     parser.add_argument("--out", help="append one JSON line per run to this file")
@@ -146,9 +148,10 @@ def summarise(result, name, wall, stats, args):
                 "answer_token_recall": r["answer_token_recall"],
                 "token_reduction": r["token_reduction"],
                 "tokens_per_question": answers["context_tokens"] if answers else r["context_tokens_mean"],
-                "f1": answers["scores"]["f1"] if answers else None,
+                "f1": answers["f1"] if answers else None,
                 "reader": args.reader,
-                "reader_questions": answers["scores"]["questions"] if answers else None,
+                "reader_questions": answers["questions"] if answers else None,
+                "reader_s_per_question": answers["reader_seconds"] if answers else None,
                 "build_s_per_conversation": build_ms[key] / 1000 / max(len(conversations[key]), 1),
                 "s_per_question": build_ms[key] / 1000 / max(questions, 1),
                 "wall_s": wall,
@@ -167,9 +170,12 @@ def pareto(rows, path):
     metric = "f1" if all(r.get("f1") is not None for r in rows) else "answer_recall"
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for name in dict.fromkeys(r["strategy"] for r in rows):
+        drawn = []
         for mode, marker in (("agnostic", "o"), ("aware", "s")):
             pts = sorted((r["tokens_per_question"], r[metric]) for r in rows if r["strategy"] == name and r["mode"] == mode)
-            if pts:
+            # A strategy that does not read the question (window) scores the same in both modes.
+            if pts and pts not in drawn:
+                drawn.append(pts)
                 peer = name in strata.peers.PEERS
                 ax.plot(*zip(*pts), marker=marker, linestyle="--" if peer else "-", label=f"{name} ({mode})")
     ax.set_xlabel("context tokens per question")
