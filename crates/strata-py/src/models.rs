@@ -80,6 +80,7 @@ impl Generator {
         Ok(Generator { inner })
     }
 
+    /// The model's name (or `MODEL@URL` for an endpoint).
     #[getter]
     fn model_id(&self) -> &str {
         self.inner.model_id()
