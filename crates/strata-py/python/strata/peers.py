@@ -409,14 +409,13 @@ def _vector_limit(history: History, budget: int, tokens: Callable[[str], int]) -
     budget less the framing of the messages its history part can hold (70% of the limit), of
     the system message it writes, and of the template's tags."""
     ratio = 0.7
-    framing, text, n = 0, 0, 0
+    framing, text = 0, 0
     for i in range(len(history) - 1, -1, -1):
         t = tokens(history[i].content)
         if text + t > ratio * budget:
             break
         text += t
         framing += history.tokens[i] - t
-        n += 1
     return budget - framing - history.overhead - history.count(_MEMORY_TAGS)
 
 
