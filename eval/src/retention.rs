@@ -234,36 +234,47 @@ pub fn score_conversation(plan: &Plan<'_>, index: usize, conversation: &Conversa
                         context: context.clone(),
                     }
                 };
-                let (shared, ms) = timed(None)?;
-                let shared_scored = Scored::new(&shared);
-                let shared = Arc::new(shared);
+                let per_probe = |mode: Mode| mode == Mode::Aware && strategy.question_aware();
+                // The question-less context only where a mode reads it: built and dropped, its
+                // time would go unrecorded, and a strategy that reads the conversation on its
+                // first call (an LLM peer) would have its whole cost hidden there.
+                let shared = if plan.modes.iter().any(|&m| !per_probe(m)) {
+                    let (ctx, ms) = timed(None)?;
+                    Some((Scored::new(&ctx), Arc::new(ctx), ms))
+                } else {
+                    None
+                };
                 for &mode in plan.modes {
-                    let per_probe = mode == Mode::Aware && strategy.question_aware();
-                    if !per_probe {
-                        builds.push(build_record(mode, "", &shared, ms));
+                    let per_probe = per_probe(mode);
+                    if let (false, Some((_, shared, ms))) = (per_probe, &shared) {
+                        builds.push(build_record(mode, "", shared, *ms));
                         if plan.save_contexts {
-                            contexts.push(context_record(mode, "", &shared));
+                            contexts.push(context_record(mode, "", shared));
                         }
                     }
                     for &pi in &group {
                         let probe = &conversation.probes[pi];
                         let own;
-                        let scored = if per_probe {
-                            let (ctx, ms) = timed(Some(&probe.question))?;
-                            builds.push(build_record(mode, &probe.id, &ctx, ms));
-                            if plan.save_contexts {
-                                contexts.push(context_record(mode, &probe.id, &ctx));
+                        // `shared` is there for every mode that is not per probe.
+                        let scored = match (per_probe, &shared) {
+                            (false, Some((scored, shared, _))) => {
+                                if asked(pi) {
+                                    questions.push(question(mode, pi, shared));
+                                }
+                                scored
                             }
-                            own = Scored::new(&ctx);
-                            if asked(pi) {
-                                questions.push(question(mode, pi, &Arc::new(ctx)));
+                            _ => {
+                                let (ctx, ms) = timed(Some(&probe.question))?;
+                                builds.push(build_record(mode, &probe.id, &ctx, ms));
+                                if plan.save_contexts {
+                                    contexts.push(context_record(mode, &probe.id, &ctx));
+                                }
+                                own = Scored::new(&ctx);
+                                if asked(pi) {
+                                    questions.push(question(mode, pi, &Arc::new(ctx)));
+                                }
+                                &own
                             }
-                            &own
-                        } else {
-                            if asked(pi) {
-                                questions.push(question(mode, pi, &shared));
-                            }
-                            &shared_scored
                         };
                         records.push(score(
                             plan,

@@ -196,6 +196,68 @@ fn the_harness_holds_every_bounded_strategy_to_its_budget() {
     assert!(score(false, total - 1).is_ok(), "an unbounded strategy says so and is scored as it is");
 }
 
+/// A question-aware strategy scored in aware mode alone builds one context per question and
+/// nothing else: a question-less build there would be dropped unrecorded, and a strategy that
+/// reads the conversation on its first call (an LLM peer) would have that cost hidden in it.
+#[test]
+fn aware_mode_alone_records_every_build_of_a_question_aware_strategy() {
+    use std::sync::{Arc, Mutex};
+
+    use strata_core::{Context, Conversation, History, Probe, Role, Strategy, StrategyError, Turn};
+
+    use crate::retention::{score_conversation, Mode, Plan};
+
+    /// Records the question of each call.
+    #[derive(Default)]
+    struct Asked(Mutex<Vec<Option<String>>>);
+    impl Strategy for Asked {
+        fn name(&self) -> &str {
+            "asked"
+        }
+        fn question_aware(&self) -> bool {
+            true
+        }
+        fn build(&self, history: &History, budget: usize, question: Option<&str>) -> Result<Context, StrategyError> {
+            self.0.lock().unwrap().push(question.map(str::to_string));
+            Ok(Context::new("asked", budget, history.counter()))
+        }
+    }
+    let probe = |id: &str, question: &str| Probe {
+        id: id.into(),
+        question: question.into(),
+        answer: "1".into(),
+        evidence: vec!["t1".into()],
+        after: Some("t2".into()),
+        category: None,
+        adversarial_answer: None,
+    };
+    let conversation = Conversation {
+        id: "c".into(),
+        turns: (1..=2).map(|i| Turn::new(format!("t{i}"), Role::User, format!("message number {i}"))).collect(),
+        probes: vec![probe("q1", "Which?"), probe("q2", "What?")],
+        ..Conversation::default()
+    };
+    let run = |modes: &[Mode]| {
+        let asked = Arc::new(Asked::default());
+        let strategies: Vec<Arc<dyn Strategy>> = vec![asked.clone()];
+        let plan = Plan {
+            dataset: "d",
+            strategies: &strategies,
+            budgets: &[100],
+            modes,
+            counter: Arc::new(strata_tokens::Tiktoken::o200k()),
+            save_contexts: false,
+            ask: None,
+        };
+        let records = score_conversation(&plan, 0, &conversation).unwrap();
+        let calls = std::mem::take(&mut *asked.0.lock().unwrap());
+        (calls, records.builds.len())
+    };
+    let some = |q: &str| Some(q.to_string());
+    assert_eq!(run(&[Mode::Aware]), (vec![some("Which?"), some("What?")], 2));
+    assert_eq!(run(&[Mode::Agnostic, Mode::Aware]), (vec![None, some("Which?"), some("What?")], 3));
+}
+
 /// The gate compares numbers just computed with numbers read back from `results.json`; with
 /// `--tolerance 0` an equal result must pass, so a mean must read back bit for bit (serde_json
 /// only guarantees that with its `float_roundtrip` feature).
