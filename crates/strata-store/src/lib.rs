@@ -14,6 +14,7 @@
 mod lexical;
 #[cfg(feature = "postgres")]
 mod pg;
+mod pool;
 mod schema;
 mod search;
 mod sqlite;

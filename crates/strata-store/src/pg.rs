@@ -9,6 +9,7 @@ use std::sync::Mutex;
 use postgres::{Client, NoTls};
 use strata_core::{Hit, RecallQuery, StoreError, Tier, Timestamp, Turn};
 
+use crate::pool::{Pool, Pooled};
 use crate::search::{self, TurnVectors};
 use crate::{Store, StoredSummary};
 
@@ -64,11 +65,17 @@ pub const PG_SCHEMA_VERSION: i32 = MIGRATIONS.len() as i32;
 /// Serialises migrations across servers starting at once.
 const MIGRATION_LOCK: i64 = 0x5354_5241;
 
-/// A store on a PostgreSQL server. One connection per `PgStore`; many servers may share a
-/// database.
+/// Read connections kept open for reuse (see `SqliteStore`'s).
+const READERS_KEPT: usize = 16;
+
+/// A store on a PostgreSQL server; many servers may share a database. One writing connection
+/// per `PgStore`, and read connections beside it, so that a read never waits on an append.
 pub struct PgStore {
     location: String,
+    /// What it connects with, for the read connections opened as reads need them.
+    params: String,
     client: Mutex<Client>,
+    readers: Pool<Client>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -93,7 +100,12 @@ impl PgStore {
         let mut client = Client::connect(params, NoTls)
             .map_err(|e| StoreError::Backend { location: location.clone(), message: e.to_string() })?;
         migrate(&mut client, &location)?;
-        Ok(PgStore { location, client: Mutex::new(client) })
+        Ok(PgStore {
+            location,
+            params: params.to_string(),
+            client: Mutex::new(client),
+            readers: Pool::new(READERS_KEPT, |c: &Client| !c.is_closed()),
+        })
     }
 
     /// The conversation's row id, created if absent.
@@ -108,8 +120,17 @@ impl PgStore {
         StoreError::Backend { location: self.location.clone(), message: e.to_string() }
     }
 
+    /// The writing connection.
     fn client(&self) -> std::sync::MutexGuard<'_, Client> {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A read connection: one that no append holds.
+    fn reader(&self) -> Result<Pooled<'_, Client>, StoreError> {
+        self.readers.get(|| {
+            Client::connect(&self.params, NoTls)
+                .map_err(|e| StoreError::Backend { location: self.location.clone(), message: e.to_string() })
+        })
     }
 
     fn conversation_id(&self, client: &mut Client, name: &str) -> Result<Option<i64>, StoreError> {
@@ -315,7 +336,7 @@ impl Store for PgStore {
 
     fn embedder(&self) -> Result<Option<(String, usize)>, StoreError> {
         let rows = self
-            .client()
+            .reader()?
             .query("SELECT key, value FROM strata_meta WHERE key IN ('embedder.model', 'embedder.dim')", &[])
             .map_err(|e| self.err(e))?;
         let get = |key: &str| rows.iter().find(|r| r.get::<_, String>(0) == key).map(|r| r.get::<_, String>(1));
@@ -333,14 +354,16 @@ impl Store for PgStore {
 
     /// Names of the stored conversations, sorted.
     fn conversations(&self) -> Result<Vec<String>, StoreError> {
-        let rows =
-            self.client().query("SELECT name FROM strata_conversations ORDER BY name", &[]).map_err(|e| self.err(e))?;
+        let rows = self
+            .reader()?
+            .query("SELECT name FROM strata_conversations ORDER BY name", &[])
+            .map_err(|e| self.err(e))?;
         Ok(rows.iter().map(|r| r.get(0)).collect())
     }
 
     fn len(&self, conversation: &str) -> Result<u64, StoreError> {
         let n: i64 = self
-            .client()
+            .reader()?
             .query_one(
                 "SELECT count(*) FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
                  WHERE c.name = $1",
@@ -353,7 +376,7 @@ impl Store for PgStore {
 
     fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError> {
         let rows = self
-            .client()
+            .reader()?
             .query(
                 "SELECT t.vector FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
                  WHERE c.name = $1 ORDER BY t.seq",
@@ -391,7 +414,7 @@ impl Store for PgStore {
 
     fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError> {
         let rows = self
-            .client()
+            .reader()?
             .query(
                 "SELECT s.level, s.first_seq, s.last_seq, s.model, s.text, s.sources
                  FROM strata_summaries s JOIN strata_conversations c ON c.id = s.conversation
@@ -438,7 +461,7 @@ impl Store for PgStore {
 
     fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError> {
         let rows = self
-            .client()
+            .reader()?
             .query(
                 "SELECT t.seq, r.tier FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
                  LEFT JOIN strata_tiers r ON r.conversation = t.conversation AND r.seq = t.seq
@@ -462,7 +485,7 @@ impl Store for PgStore {
 
     /// Fused ranking of the conversation's turns, best first (as `SqliteStore::search_ranked`).
     fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<search::Ranked>, StoreError> {
-        let mut client = self.client();
+        let mut client = self.reader()?;
         let fused = self.fused(&mut client, conversation, query)?;
         let mut out = Vec::with_capacity(fused.len());
         for (id, score) in fused {
@@ -477,7 +500,7 @@ impl Store for PgStore {
 
     fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError> {
         let rows = self
-            .client()
+            .reader()?
             .query(
                 "SELECT t.seq, t.body FROM strata_turns t JOIN strata_conversations c ON c.id = t.conversation
                  WHERE c.name = $1 ORDER BY t.seq",
@@ -488,7 +511,7 @@ impl Store for PgStore {
     }
 
     fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError> {
-        let mut client = self.client();
+        let mut client = self.reader()?;
         let fused = self.fused(&mut client, conversation, query)?;
         let mut hits = Vec::new();
         for (id, score) in fused.into_iter().take(query.k) {

@@ -104,6 +104,15 @@ pub(crate) fn open(path: &Path) -> Result<Connection, StoreError> {
     prepare(conn, &location, true)
 }
 
+/// A read connection to a store file that [`open`] has checked and migrated: read-only, so
+/// it can never write, and beside the writer in WAL mode.
+pub(crate) fn open_reader(path: &Path, location: &str) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| backend(location, e))?;
+    conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| backend(location, e))?;
+    Ok(conn)
+}
+
 /// A private in-memory store, for the eval and tests.
 pub(crate) fn open_in_memory() -> Result<Connection, StoreError> {
     let conn = Connection::open_in_memory().map_err(|e| backend(":memory:", e))?;

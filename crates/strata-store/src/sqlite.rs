@@ -1,13 +1,14 @@
 //! `SqliteStore`: every turn written durably, searched by BM25 and by embedding, fused by rank.
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use rusqlite::{params, Connection, OptionalExtension};
 use strata_core::{Hit, RecallQuery, StoreError, Tier, Timestamp, Turn};
 
 use crate::lexical::{self, LexicalIndex};
+use crate::pool::Pool;
 use crate::schema::{self, backend};
 use crate::search::{self, Ranked, TurnVectors};
 use crate::vectors::VectorIndex;
@@ -43,21 +44,64 @@ fn file_bytes(conn: &Connection) -> rusqlite::Result<u64> {
     Ok((pages * size) as u64)
 }
 
+/// Read connections kept open for reuse: enough for the reads a server runs at once on a
+/// machine of ordinary size; any beyond it are opened when needed and closed after.
+const READERS_KEPT: usize = 16;
+
+/// One index per conversation (by row id), each behind a lock of its own: the map's lock is
+/// held only to find or add an entry.
+struct Indexes<I>(Mutex<HashMap<i64, Arc<Mutex<I>>>>);
+
+impl<I> Default for Indexes<I> {
+    fn default() -> Self {
+        Indexes(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<I> std::fmt::Debug for Indexes<I> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Indexes")
+    }
+}
+
+impl<I: Default> Indexes<I> {
+    fn of(&self, conv: i64) -> Arc<Mutex<I>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(conv).or_default().clone()
+    }
+
+    fn clear(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+/// A conversation's index, locked. An index is rebuilt from the stored rows when in doubt, so
+/// a poisoned lock is still safe to use.
+fn lock<I>(index: &Mutex<I>) -> MutexGuard<'_, I> {
+    index.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// The cold tier on SQLite: WAL journaling, synchronous commits, vectors per turn (its whole
 /// text and its sentences), and per-conversation indexes in memory (BM25 over stemmed words,
 /// the vectors in int8 with sign bits) built from the stored rows.
 ///
-/// One connection per `SqliteStore`, behind a mutex: SQLite serialises writers anyway, and
-/// several stores (threads or processes) may open the same file.
+/// One writing connection per `SqliteStore`, behind a mutex (SQLite serialises writers
+/// anyway, and several stores, threads or processes, may open the same file), and read
+/// connections beside it: a read never takes the writer's lock, and in WAL mode it sees the
+/// last committed state while an append is under way. Each conversation's indexes have a lock
+/// of their own, so searches of two conversations run at once.
 #[derive(Debug)]
 pub struct SqliteStore {
     location: String,
-    conn: Mutex<Connection>,
-    /// Each conversation's vectors in memory, filled incrementally from the `vectors` table
-    /// (rows are only ever added), so a search scores vectors without reading them from disk.
-    vectors: Mutex<HashMap<i64, VectorIndex>>,
-    /// Each conversation's BM25 index, filled incrementally from `turns` the same way.
-    lexical: Mutex<HashMap<i64, LexicalIndex>>,
+    writer: Mutex<Connection>,
+    /// The file and its idle read connections; `None` in memory, where a private database has
+    /// one connection and reads take the writer's.
+    readers: Option<(PathBuf, Pool<Connection>)>,
+    /// Each conversation's vectors in memory, filled incrementally from the `vectors` table, so
+    /// a search scores vectors without reading them from disk. A turn's vectors replaced (a
+    /// new row for a turn already held) make the conversation's index start again.
+    vectors: Indexes<VectorIndex>,
+    /// Each conversation's BM25 index, filled incrementally from `turns` (only ever added).
+    lexical: Indexes<LexicalIndex>,
     /// Conversations with at most this many vectors are scanned exactly (see `vectors.rs`).
     exact_up_to: std::sync::atomic::AtomicUsize,
 }
@@ -67,7 +111,9 @@ impl SqliteStore {
     /// Strata store, is damaged or comes from a newer version is refused and left untouched.
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let conn = schema::open(path)?;
-        Ok(SqliteStore::with(path.display().to_string(), conn))
+        let mut store = SqliteStore::with(path.display().to_string(), conn);
+        store.readers = Some((path.to_path_buf(), Pool::new(READERS_KEPT, |_| true)));
+        Ok(store)
     }
 
     /// A store that lives in memory only: for evaluation runs and tests.
@@ -78,9 +124,10 @@ impl SqliteStore {
     fn with(location: String, conn: Connection) -> SqliteStore {
         SqliteStore {
             location,
-            conn: Mutex::new(conn),
-            vectors: Mutex::new(HashMap::new()),
-            lexical: Mutex::new(HashMap::new()),
+            writer: Mutex::new(conn),
+            readers: None,
+            vectors: Indexes::default(),
+            lexical: Indexes::default(),
             exact_up_to: std::sync::atomic::AtomicUsize::new(crate::vectors::EXACT_UP_TO),
         }
     }
@@ -93,10 +140,25 @@ impl SqliteStore {
         self.exact_up_to.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    /// The writing connection.
+    fn conn(&self) -> MutexGuard<'_, Connection> {
         // A panic while holding the lock cannot leave SQLite inconsistent (transactions roll
         // back when dropped), so a poisoned lock is still safe to use.
-        self.conn.lock().unwrap_or_else(|p| p.into_inner())
+        self.writer.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` on a read connection: one of the pool's for a file, so that it takes no lock
+    /// the writer holds; the writer's own in memory.
+    fn read<T>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError>) -> Result<T, StoreError> {
+        let Some((path, pool)) = &self.readers else { return f(&self.conn()) };
+        let conn = pool.get(|| schema::open_reader(path, &self.location))?;
+        f(&conn)
+    }
+
+    /// Holds the writer's lock, as an append under way does: for tests of what reads wait on.
+    #[cfg(test)]
+    pub(crate) fn hold_writer(&self) -> MutexGuard<'_, Connection> {
+        self.conn()
     }
 
     fn err(&self, e: rusqlite::Error) -> StoreError {
@@ -171,7 +233,7 @@ impl SqliteStore {
         tx.execute("DELETE FROM vectors", []).map_err(|e| self.err(e))?;
         Self::write_binding(&tx, model, dim).map_err(|e| self.err(e))?;
         tx.commit().map_err(|e| self.err(e))?;
-        self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.vectors.clear();
         Ok(())
     }
 
@@ -206,22 +268,23 @@ impl SqliteStore {
 
     /// Turns from position `from` on, in order: what a reader that has seen `from` turns lacks.
     pub fn turns_from(&self, conversation: &str, from: u64) -> Result<Vec<Turn>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(
-                "SELECT t.seq, t.body FROM turns t JOIN conversations c ON c.id = t.conversation
-                 WHERE c.name = ?1 AND t.seq >= ?2 ORDER BY t.seq",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map(params![conversation, from as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
-            .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (seq, body) = row.map_err(|e| self.err(e))?;
-            out.push(self.decode(conversation, seq, &body)?);
-        }
-        Ok(out)
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT t.seq, t.body FROM turns t JOIN conversations c ON c.id = t.conversation
+                     WHERE c.name = ?1 AND t.seq >= ?2 ORDER BY t.seq",
+                )
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map(params![conversation, from as i64], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?)))
+                .map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (seq, body) = row.map_err(|e| self.err(e))?;
+                out.push(self.decode(conversation, seq, &body)?);
+            }
+            Ok(out)
+        })
     }
 
     fn decode(&self, conversation: &str, seq: i64, body: &str) -> Result<Turn, StoreError> {
@@ -278,11 +341,12 @@ impl SqliteStore {
 
     /// SQLite's full integrity check; `ok` when the file is sound.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(|e| self.err(e))?;
-        let lines = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(|e| self.err(e))?;
-        let lines: Vec<String> = lines.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
-        Ok(lines.join("\n"))
+        self.read(|conn| {
+            let mut stmt = conn.prepare("PRAGMA integrity_check").map_err(|e| self.err(e))?;
+            let lines = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(|e| self.err(e))?;
+            let lines: Vec<String> = lines.collect::<Result<_, _>>().map_err(|e| self.err(e))?;
+            Ok(lines.join("\n"))
+        })
     }
 
     /// Row ids of the conversation's turns with their fused scores, best first.
@@ -312,9 +376,9 @@ impl SqliteStore {
         if terms.is_empty() {
             return Ok(Vec::new());
         }
-        let mut all = self.lexical.lock().unwrap_or_else(|p| p.into_inner());
-        let index = all.entry(conv).or_default();
-        self.refresh_lexical(conn, conversation, conv, index)?;
+        let index = self.lexical.of(conv);
+        let mut index = lock(&index);
+        self.refresh_lexical(conn, conversation, conv, &mut index)?;
         Ok(index.search(&terms, depth, |ts| within(ts, query.time_range)))
     }
 
@@ -357,9 +421,14 @@ impl SqliteStore {
         range: Option<(Timestamp, Timestamp)>,
         depth: usize,
     ) -> Result<Vec<i64>, StoreError> {
-        let mut all = self.vectors.lock().unwrap_or_else(|p| p.into_inner());
-        let index = all.entry(conv).or_default();
-        self.refresh(conn, conv, index)?;
+        let index = self.vectors.of(conv);
+        let mut index = lock(&index);
+        if !self.refresh(conn, conv, &mut index)? {
+            // A turn's vectors were replaced since the index last looked: start again, from
+            // one statement, which sees each turn's vectors once.
+            *index = VectorIndex::default();
+            self.refresh(conn, conv, &mut index)?;
+        }
         if index.is_empty() {
             return Ok(Vec::new());
         }
@@ -377,7 +446,9 @@ impl SqliteStore {
         Ok(index.search(q, depth, |ts| within(ts, range), exact_up_to))
     }
 
-    fn refresh(&self, conn: &Connection, conv: i64, index: &mut VectorIndex) -> Result<(), StoreError> {
+    /// Adds the conversation's vector rows stored since the index last looked; `false`, with
+    /// the index half refreshed, when one of them replaces vectors the index holds.
+    fn refresh(&self, conn: &Connection, conv: i64, index: &mut VectorIndex) -> Result<bool, StoreError> {
         let mut stmt = conn
             .prepare_cached(
                 // CROSS JOIN fixes the loop order: the conversation's new vectors first (one
@@ -390,6 +461,9 @@ impl SqliteStore {
         while let Some(row) = rows.next().map_err(|e| self.err(e))? {
             let id: i64 = row.get(0).map_err(|e| self.err(e))?;
             let turn: i64 = row.get(1).map_err(|e| self.err(e))?;
+            if index.holds(turn) {
+                return Ok(false);
+            }
             let ts: Option<i64> = row.get(2).map_err(|e| self.err(e))?;
             let whole = row.get_ref(3).map_err(|e| self.err(e))?.as_blob().map_err(|e| self.err(e.into()))?;
             let sentences =
@@ -406,7 +480,7 @@ impl SqliteStore {
             index.add(turn, ts, &whole[0], &sentences).map_err(corrupt)?;
             index.watermark = id;
         }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -468,11 +542,9 @@ impl Store for SqliteStore {
             tx.execute("DELETE FROM vectors WHERE turn = ?1", [row]).map_err(|e| self.err(e))?;
             self.insert_vectors(&tx, conv, row, vectors)?;
         }
-        tx.commit().map_err(|e| self.err(e))?;
-        // A replaced vector gets a new id above every watermark; drop the cached index so the
-        // old copy is not scored twice.
-        self.vectors.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        Ok(())
+        // A replaced vector gets a new id above every watermark, for a turn the conversation's
+        // index already holds: the next search sees that and rebuilds the index.
+        tx.commit().map_err(|e| self.err(e))
     }
 
     /// Records that `model` (vectors of `dim` numbers) writes this store's vectors, so that a
@@ -514,72 +586,76 @@ impl Store for SqliteStore {
     /// The embedding model whose vectors this store holds, and their length, as
     /// [`SqliteStore::bind_embedder`] recorded them.
     fn embedder(&self) -> Result<Option<(String, usize)>, StoreError> {
-        let conn = self.conn();
-        let get = |key: &str| -> Result<Option<String>, StoreError> {
-            conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
-                .optional()
-                .map_err(|e| self.err(e))
-        };
-        match (get("embedder.model")?, get("embedder.dim")?) {
-            (Some(model), Some(dim)) => {
-                let dim = dim.parse().map_err(|_| StoreError::Corrupt {
-                    location: self.location.clone(),
-                    message: format!("meta embedder.dim is {dim:?}, not a number"),
-                })?;
-                Ok(Some((model, dim)))
+        self.read(|conn| {
+            let get = |key: &str| -> Result<Option<String>, StoreError> {
+                conn.query_row("SELECT value FROM meta WHERE key = ?1", [key], |r| r.get(0))
+                    .optional()
+                    .map_err(|e| self.err(e))
+            };
+            match (get("embedder.model")?, get("embedder.dim")?) {
+                (Some(model), Some(dim)) => {
+                    let dim = dim.parse().map_err(|_| StoreError::Corrupt {
+                        location: self.location.clone(),
+                        message: format!("meta embedder.dim is {dim:?}, not a number"),
+                    })?;
+                    Ok(Some((model, dim)))
+                }
+                _ => Ok(None),
             }
-            _ => Ok(None),
-        }
+        })
     }
 
     /// Names of the stored conversations, sorted.
     fn conversations(&self) -> Result<Vec<String>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn.prepare("SELECT name FROM conversations ORDER BY name").map_err(|e| self.err(e))?;
-        let names = stmt.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
-        names.collect::<Result<_, _>>().map_err(|e| self.err(e))
+        self.read(|conn| {
+            let mut stmt = conn.prepare("SELECT name FROM conversations ORDER BY name").map_err(|e| self.err(e))?;
+            let names = stmt.query_map([], |r| r.get(0)).map_err(|e| self.err(e))?;
+            names.collect::<Result<_, _>>().map_err(|e| self.err(e))
+        })
     }
 
     /// How many turns a conversation has stored.
     fn len(&self, conversation: &str) -> Result<u64, StoreError> {
-        let conn = self.conn();
-        let n: i64 = conn
-            .query_row(
-                "SELECT count(*) FROM turns t JOIN conversations c ON c.id = t.conversation WHERE c.name = ?1",
-                [conversation],
-                |r| r.get(0),
-            )
-            .map_err(|e| self.err(e))?;
-        Ok(n as u64)
+        self.read(|conn| {
+            let n: i64 = conn
+                .query_row(
+                    "SELECT count(*) FROM turns t JOIN conversations c ON c.id = t.conversation WHERE c.name = ?1",
+                    [conversation],
+                    |r| r.get(0),
+                )
+                .map_err(|e| self.err(e))?;
+            Ok(n as u64)
+        })
     }
 
     /// Each turn's whole-text vector in order, as [`crate::as_stored`] gives it (empty for a
     /// turn stored without one): what a reopened memory detects topic shifts with.
     fn whole_vectors(&self, conversation: &str) -> Result<Vec<Vec<f32>>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(
-                "SELECT t.seq, v.data, v.encoding FROM turns t JOIN conversations c ON c.id = t.conversation
-                 LEFT JOIN vectors v ON v.turn = t.id WHERE c.name = ?1 ORDER BY t.seq",
-            )
-            .map_err(|e| self.err(e))?;
-        let mut rows = stmt.query([conversation]).map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        while let Some(row) = rows.next().map_err(|e| self.err(e))? {
-            let seq: i64 = row.get(0).map_err(|e| self.err(e))?;
-            let data: Option<Vec<u8>> = row.get(1).map_err(|e| self.err(e))?;
-            let Some(data) = data else {
-                out.push(Vec::new());
-                continue;
-            };
-            let encoding: i64 = row.get(2).map_err(|e| self.err(e))?;
-            let v = search::decode_vectors(&data, encoding, None).map_err(|message| StoreError::Corrupt {
-                location: self.location.clone(),
-                message: format!("conversation {conversation}: vector of the turn at position {seq}: {message}"),
-            })?;
-            out.push(v[0].unit());
-        }
-        Ok(out)
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT t.seq, v.data, v.encoding FROM turns t JOIN conversations c ON c.id = t.conversation
+                     LEFT JOIN vectors v ON v.turn = t.id WHERE c.name = ?1 ORDER BY t.seq",
+                )
+                .map_err(|e| self.err(e))?;
+            let mut rows = stmt.query([conversation]).map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            while let Some(row) = rows.next().map_err(|e| self.err(e))? {
+                let seq: i64 = row.get(0).map_err(|e| self.err(e))?;
+                let data: Option<Vec<u8>> = row.get(1).map_err(|e| self.err(e))?;
+                let Some(data) = data else {
+                    out.push(Vec::new());
+                    continue;
+                };
+                let encoding: i64 = row.get(2).map_err(|e| self.err(e))?;
+                let v = search::decode_vectors(&data, encoding, None).map_err(|message| StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: vector of the turn at position {seq}: {message}"),
+                })?;
+                out.push(v[0].unit());
+            }
+            Ok(out)
+        })
     }
 
     /// Saves a summary made by compaction.
@@ -607,36 +683,37 @@ impl Store for SqliteStore {
 
     /// A conversation's summaries, oldest span first.
     fn summaries(&self, conversation: &str) -> Result<Vec<StoredSummary>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(
-                "SELECT s.level, s.first_seq, s.last_seq, s.model, s.text, s.sources
-                 FROM summaries s JOIN conversations c ON c.id = s.conversation
-                 WHERE c.name = ?1 ORDER BY s.first_seq, s.last_seq, s.id",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([conversation], |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, i64>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, String>(5)?,
-                ))
-            })
-            .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (level, first, last, model, text, sources) = row.map_err(|e| self.err(e))?;
-            let sources = serde_json::from_str(&sources).map_err(|e| StoreError::Corrupt {
-                location: self.location.clone(),
-                message: format!("conversation {conversation}: summary of positions {first}-{last}: {e}"),
-            })?;
-            out.push(StoredSummary { level, first_seq: first as u64, last_seq: last as u64, model, text, sources });
-        }
-        Ok(out)
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT s.level, s.first_seq, s.last_seq, s.model, s.text, s.sources
+                     FROM summaries s JOIN conversations c ON c.id = s.conversation
+                     WHERE c.name = ?1 ORDER BY s.first_seq, s.last_seq, s.id",
+                )
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map([conversation], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, i64>(1)?,
+                        r.get::<_, i64>(2)?,
+                        r.get::<_, String>(3)?,
+                        r.get::<_, String>(4)?,
+                        r.get::<_, String>(5)?,
+                    ))
+                })
+                .map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (level, first, last, model, text, sources) = row.map_err(|e| self.err(e))?;
+                let sources = serde_json::from_str(&sources).map_err(|e| StoreError::Corrupt {
+                    location: self.location.clone(),
+                    message: format!("conversation {conversation}: summary of positions {first}-{last}: {e}"),
+                })?;
+                out.push(StoredSummary { level, first_seq: first as u64, last_seq: last as u64, model, text, sources });
+            }
+            Ok(out)
+        })
     }
 
     /// Records the tiers of the turns at positions `from..from + tiers.len()`, in one
@@ -658,44 +735,47 @@ impl Store for SqliteStore {
 
     /// The recorded tier of every turn, in order; turns never planned are hot.
     fn tiers(&self, conversation: &str) -> Result<Vec<Tier>, StoreError> {
-        let conn = self.conn();
-        let mut stmt = conn
-            .prepare(
-                "SELECT t.seq, r.tier FROM turns t JOIN conversations c ON c.id = t.conversation
-                 LEFT JOIN tiers r ON r.conversation = t.conversation AND r.seq = t.seq
-                 WHERE c.name = ?1 ORDER BY t.seq",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = stmt
-            .query_map([conversation], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))
-            .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (seq, tier) = row.map_err(|e| self.err(e))?;
-            out.push(match tier.as_deref() {
-                None => Tier::Hot,
-                Some(name) => Tier::parse(name).ok_or_else(|| StoreError::Corrupt {
-                    location: self.location.clone(),
-                    message: format!("conversation {conversation}: turn at position {seq} has tier `{name}`"),
-                })?,
-            });
-        }
-        Ok(out)
+        self.read(|conn| {
+            let mut stmt = conn
+                .prepare(
+                    "SELECT t.seq, r.tier FROM turns t JOIN conversations c ON c.id = t.conversation
+                     LEFT JOIN tiers r ON r.conversation = t.conversation AND r.seq = t.seq
+                     WHERE c.name = ?1 ORDER BY t.seq",
+                )
+                .map_err(|e| self.err(e))?;
+            let rows = stmt
+                .query_map([conversation], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, Option<String>>(1)?)))
+                .map_err(|e| self.err(e))?;
+            let mut out = Vec::new();
+            for row in rows {
+                let (seq, tier) = row.map_err(|e| self.err(e))?;
+                out.push(match tier.as_deref() {
+                    None => Tier::Hot,
+                    Some(name) => Tier::parse(name).ok_or_else(|| StoreError::Corrupt {
+                        location: self.location.clone(),
+                        message: format!("conversation {conversation}: turn at position {seq} has tier `{name}`"),
+                    })?,
+                });
+            }
+            Ok(out)
+        })
     }
 
     /// Hybrid search returning every fused candidate with its turn id and position, best
     /// first: for callers that re-rank (by neighbours, by speaker) before cutting to `k`.
     fn search_ranked(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Ranked>, StoreError> {
-        let conn = self.conn();
-        let fused = self.fused(&conn, conversation, query)?;
-        let mut stmt = conn.prepare_cached("SELECT seq, turn_id FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
-        let mut out = Vec::with_capacity(fused.len());
-        for (row, score) in fused {
-            let (seq, turn_id): (i64, String) =
-                stmt.query_row([row], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
-            out.push(Ranked { seq: seq as u64, turn_id, score });
-        }
-        Ok(out)
+        self.read(|conn| {
+            let fused = self.fused(conn, conversation, query)?;
+            let mut stmt =
+                conn.prepare_cached("SELECT seq, turn_id FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
+            let mut out = Vec::with_capacity(fused.len());
+            for (row, score) in fused {
+                let (seq, turn_id): (i64, String) =
+                    stmt.query_row([row], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
+                out.push(Ranked { seq: seq as u64, turn_id, score });
+            }
+            Ok(out)
+        })
     }
 
     fn turns(&self, conversation: &str) -> Result<Vec<Turn>, StoreError> {
@@ -703,15 +783,16 @@ impl Store for SqliteStore {
     }
 
     fn search(&self, conversation: &str, query: &RecallQuery) -> Result<Vec<Hit>, StoreError> {
-        let conn = self.conn();
-        let fused = self.fused(&conn, conversation, query)?;
-        let mut stmt = conn.prepare_cached("SELECT seq, body FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
-        let mut hits = Vec::new();
-        for (row, score) in fused.into_iter().take(query.k) {
-            let (seq, body): (i64, String) =
-                stmt.query_row([row], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
-            hits.push(Hit { turn: self.decode(conversation, seq, &body)?, score });
-        }
-        Ok(hits)
+        self.read(|conn| {
+            let fused = self.fused(conn, conversation, query)?;
+            let mut stmt = conn.prepare_cached("SELECT seq, body FROM turns WHERE id = ?1").map_err(|e| self.err(e))?;
+            let mut hits = Vec::new();
+            for (row, score) in fused.into_iter().take(query.k) {
+                let (seq, body): (i64, String) =
+                    stmt.query_row([row], |r| Ok((r.get(0)?, r.get(1)?))).map_err(|e| self.err(e))?;
+                hits.push(Hit { turn: self.decode(conversation, seq, &body)?, score });
+            }
+            Ok(hits)
+        })
     }
 }

@@ -185,6 +185,85 @@ fn vectors_added_later_are_seen_by_the_next_search() {
 }
 
 #[test]
+fn vectors_replaced_by_another_handle_are_scored_once() {
+    // The other handle's index is not this one's to clear: a new row for a turn the index
+    // holds is what says the index is stale.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let reader = SqliteStore::open(&path).unwrap();
+    let writer = SqliteStore::open(&path).unwrap();
+    writer.append_with("c", &turn("t1", "alpha"), Some(TurnVectors::whole(&[1.0, 0.0]))).unwrap();
+    writer.append_with("c", &turn("t2", "beta"), Some(TurnVectors::whole(&[0.6, 0.8]))).unwrap();
+    let mut q = query("", 3);
+    q.embedding = Some(vec![0.0, 1.0]);
+    assert_eq!(ids(&reader.search("c", &q).unwrap()), ["t2", "t1"]);
+    writer.set_vectors("c", &[("t1", TurnVectors::whole(&[0.0, 1.0]))]).unwrap();
+    let hits = reader.search("c", &q).unwrap();
+    assert_eq!(ids(&hits), ["t1", "t2"], "t1 by its new vector, once");
+    assert!(hits[0].score > hits[1].score);
+}
+
+/// A read takes no lock the writer holds: with the store's writer taken (as by an append
+/// under way) and SQLite's write lock held by another connection mid-transaction, every read
+/// returns, and sees what was committed and nothing of what was not.
+#[test]
+fn reads_never_wait_on_the_writer() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = std::sync::Arc::new(SqliteStore::open(&path).unwrap());
+    store.append_with("c", &turn("t1", "the kayak trip is in June"), Some(TurnVectors::whole(&[1.0, 0.0]))).unwrap();
+    store
+        .put_summary(
+            "c",
+            &StoredSummary {
+                level: "segment".into(),
+                first_seq: 0,
+                last_seq: 0,
+                model: "extractive".into(),
+                text: "kayak in June".into(),
+                sources: vec!["t1".into()],
+            },
+        )
+        .unwrap();
+    store.set_tiers("c", 0, &[Tier::Warm]).unwrap();
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE; INSERT INTO conversations (name) VALUES ('uncommitted');").unwrap();
+    let held = store.hold_writer();
+    let (send, receive) = mpsc::channel();
+    let reading = store.clone();
+    std::thread::spawn(move || {
+        let mut q = query("kayak", 5);
+        q.embedding = Some(vec![1.0, 0.0]);
+        let read = (
+            ids(&reading.search("c", &q).unwrap()),
+            reading.search_ranked("c", &q).unwrap().len(),
+            reading.turns("c").unwrap().len(),
+            reading.len("c").unwrap(),
+            reading.summaries("c").unwrap().len(),
+            reading.tiers("c").unwrap(),
+            reading.conversations().unwrap(),
+            reading.whole_vectors("c").unwrap().len(),
+            reading.embedder().unwrap(),
+        );
+        send.send(read).unwrap();
+    });
+    let read = receive.recv_timeout(Duration::from_secs(5)).expect("the reads wait on the writer");
+    assert_eq!(read.0, ["t1"]);
+    assert_eq!((read.1, read.2, read.3, read.4), (1, 1, 1, 1));
+    assert_eq!(read.5, [Tier::Warm]);
+    assert_eq!(read.6, ["c"], "the uncommitted conversation is not seen");
+    assert_eq!((read.7, read.8), (1, None));
+    drop(held);
+    other.execute_batch("ROLLBACK").unwrap();
+    // The writer goes on after them.
+    store.append("c", &turn("t2", "we booked kayaks")).unwrap();
+    assert_eq!(store.search("c", &query("kayak", 5)).unwrap().len(), 2);
+}
+
+#[test]
 fn time_range_filters_both_rankings() {
     let store = SqliteStore::in_memory().unwrap();
     for (i, ts) in [100, 200, 300].into_iter().enumerate() {

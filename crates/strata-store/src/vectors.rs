@@ -26,6 +26,8 @@ pub(crate) struct VectorIndex {
     pub(crate) watermark: i64,
     dim: usize,
     rows: Vec<Row>,
+    /// The turns (row ids) whose vectors `rows` holds.
+    turns: std::collections::HashSet<i64>,
     /// Whole-text vectors, end to end, and their sign bits (`words` u64s each).
     data: Vec<i8>,
     bits: Vec<u64>,
@@ -48,6 +50,11 @@ struct Row {
 impl VectorIndex {
     pub(crate) fn dim(&self) -> usize {
         self.dim
+    }
+
+    /// Whether the index holds vectors of this turn (by row id).
+    pub(crate) fn holds(&self, turn: i64) -> bool {
+        self.turns.contains(&turn)
     }
 
     pub(crate) fn is_empty(&self) -> bool {
@@ -87,6 +94,7 @@ impl VectorIndex {
         let factor = whole.factor;
         let sentence_count = self.sentence_factors.len() as u32 - first_sentence;
         self.rows.push(Row { id, time, factor, first_sentence, sentence_count });
+        self.turns.insert(id);
         Ok(())
     }
 

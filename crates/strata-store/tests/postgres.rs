@@ -167,3 +167,38 @@ fn vectors_set_after_the_turn_are_searched_and_a_bad_batch_writes_nothing() {
     assert!(err.to_string().contains("no stored turn nope"), "{err}");
     assert_eq!(ids(&store.search("c", &query([1.0, 0.0])).unwrap()), ["t1"]);
 }
+
+/// A read never waits on an append under way: with another session holding the turns table
+/// against writers, an append blocks (holding the store's writing connection) and every read
+/// still returns what was committed.
+#[test]
+#[ignore = "needs a PostgreSQL server named by STRATA_PG; .ci/run runs it with --ignored"]
+fn reads_never_wait_on_an_append_under_way() {
+    use std::sync::{mpsc, Arc};
+    use std::time::Duration;
+
+    let db = fresh_database();
+    let store = Arc::new(PgStore::connect(&db).unwrap());
+    store.append("c", &turn("t1", "the kayak trip is in June")).unwrap();
+    let mut other = postgres::Client::connect(&db, postgres::NoTls).unwrap();
+    let mut lock = other.transaction().unwrap();
+    lock.batch_execute("LOCK TABLE strata_turns IN EXCLUSIVE MODE").unwrap();
+    let appending = store.clone();
+    let append = std::thread::spawn(move || appending.append("c", &turn("t2", "we booked kayaks")));
+    // Let the append reach the lock; were it later, the reads below would pass without
+    // testing anything, never fail wrongly.
+    std::thread::sleep(Duration::from_millis(300));
+    let (send, receive) = mpsc::channel();
+    let reading = store.clone();
+    std::thread::spawn(move || {
+        let q = RecallQuery { text: "kayak".into(), k: 5, embedding: None, time_range: None };
+        let read = (ids(&reading.search("c", &q).unwrap()), reading.turns("c").unwrap().len(), reading.len("c"));
+        send.send(read).unwrap();
+    });
+    let (found, turns, len) = receive.recv_timeout(Duration::from_secs(5)).expect("the reads wait on the append");
+    assert_eq!((found, turns, len.unwrap()), (vec!["t1".to_string()], 1, 1));
+    assert!(!append.is_finished(), "the append waits on the lock");
+    lock.rollback().unwrap();
+    append.join().unwrap().unwrap();
+    assert_eq!(store.len("c").unwrap(), 2);
+}

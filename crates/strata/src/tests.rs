@@ -123,6 +123,47 @@ fn open(budget: usize, generator: Option<Arc<dyn Generator>>) -> Memory {
     Memory::open(config(budget), parts(generator)).unwrap()
 }
 
+/// A context for a question, and a recall, on a published snapshot take no lock a writer
+/// holds: with another connection holding SQLite's write lock, a push blocks in the store's
+/// append (holding the store's writer), and the snapshot still answers at once.
+#[test]
+fn a_snapshot_answers_while_the_writer_is_mid_append() {
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = config(300);
+    c.path = Some(dir.path().join("memory.db"));
+    let mut m = Memory::open(c.clone(), parts(None)).unwrap();
+    for t in day() {
+        m.push(t).unwrap();
+    }
+    m.settle();
+    let snapshot = m.snapshot();
+    let other = rusqlite::Connection::open(c.path.as_ref().unwrap()).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE; INSERT INTO conversations (name) VALUES ('x');").unwrap();
+    let pushing = std::thread::spawn(move || {
+        m.push(Turn::new("late", Role::User, "One more thing about the deploy.")).map(|()| m)
+    });
+    // Let the push reach the store's lock; were it later, the reads below would pass without
+    // testing anything, never fail wrongly.
+    std::thread::sleep(Duration::from_millis(300));
+    let (send, receive) = mpsc::channel();
+    std::thread::spawn(move || {
+        let question = "Which script deploys, and which token does it read?";
+        let ctx = snapshot.context(300, Some(question)).map(|c| c.total_tokens());
+        let hit = snapshot.recall(question, 1).map(|h| h[0].turn.content.clone());
+        send.send((ctx, hit)).unwrap();
+    });
+    let (ctx, hit) = receive.recv_timeout(Duration::from_secs(5)).expect("the snapshot waits on the writer");
+    assert!(ctx.unwrap() <= 300);
+    assert!(hit.unwrap().contains("ops/deploy.sh"));
+    assert!(!pushing.is_finished(), "the push waits on the write lock");
+    other.execute_batch("ROLLBACK").unwrap();
+    let m = pushing.join().unwrap().unwrap();
+    assert_eq!(m.history().turns().last().unwrap().id, "late");
+}
+
 #[test]
 fn turns_tiers_and_summaries_survive_reopening() {
     let dir = tempfile::tempdir().unwrap();
