@@ -4,9 +4,8 @@
 //! writes the vectors to the store. Until its vectors are written, a turn is found by its
 //! words.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use strata_core::{EmbedError, Embedder, Turn};
 use strata_store::{Store, TurnVectors};
@@ -53,14 +52,56 @@ impl std::fmt::Debug for EmbedQueue {
     }
 }
 
-/// One model call at a time, questions first. The model spreads one call over every core
-/// already, so calls at once only fight over them (measured: 50 conversations embedding at
-/// once through MiniLM took 67 s for 150 requests, most of it the kernel's); and a question
-/// is what a request waits for, where a stored turn can wait.
+/// One model call at a time, questions first, and questions that arrive together in one
+/// call. The model spreads one call over every core already, so calls at once only fight
+/// over them (measured: 50 conversations embedding at once through MiniLM took 67 s for 150
+/// requests, most of it the kernel's); a question is what a request waits for, where a
+/// stored turn can wait; and one call for many short questions costs little more than one.
 #[derive(Default)]
 struct Gate {
-    turn: Mutex<()>,
-    questions_waiting: AtomicUsize,
+    state: Mutex<GateState>,
+    changed: Condvar,
+}
+
+#[derive(Default)]
+struct GateState {
+    /// A model call is under way.
+    busy: bool,
+    /// Questions' texts waiting for the next call, and for each question its ticket and how
+    /// many texts are its.
+    texts: Vec<String>,
+    asked: Vec<(u64, usize)>,
+    next_ticket: u64,
+    /// Answers not yet picked up, by ticket.
+    answers: HashMap<u64, Result<Vec<Vec<f32>>, EmbedError>>,
+    /// Other calls a caller waits on (`embed`, `embed_clustering`), waiting for the model.
+    others_waiting: usize,
+}
+
+impl Gate {
+    fn lock(&self) -> MutexGuard<'_, GateState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn wait<'a>(&self, s: MutexGuard<'a, GateState>) -> MutexGuard<'a, GateState> {
+        self.changed.wait(s).unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Runs `f` as the one model call under way (the caller has waited its turn).
+    fn exclusive<T>(&self, mut s: MutexGuard<'_, GateState>, f: impl FnOnce() -> T) -> T {
+        s.busy = true;
+        drop(s);
+        // Released even if the model panics, so that nobody waits forever.
+        struct Release<'g>(&'g Gate);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.lock().busy = false;
+                self.0.changed.notify_all();
+            }
+        }
+        let _release = Release(self);
+        f()
+    }
 }
 
 /// The model as questions reach it: through the gate, ahead of the queue.
@@ -70,13 +111,15 @@ struct QuestionsFirst {
 }
 
 impl QuestionsFirst {
-    fn run<T>(&self, f: impl FnOnce(&dyn Embedder) -> T) -> T {
-        self.gate.questions_waiting.fetch_add(1, Ordering::SeqCst);
-        let turn = self.gate.turn.lock().unwrap_or_else(|p| p.into_inner());
-        self.gate.questions_waiting.fetch_sub(1, Ordering::SeqCst);
-        let out = f(self.inner.as_ref());
-        drop(turn);
-        out
+    /// A call the caller waits on, ahead of the queue's.
+    fn first<T>(&self, f: impl FnOnce(&dyn Embedder) -> T) -> T {
+        let mut s = self.gate.lock();
+        s.others_waiting += 1;
+        while s.busy {
+            s = self.gate.wait(s);
+        }
+        s.others_waiting -= 1;
+        self.gate.exclusive(s, || f(self.inner.as_ref()))
     }
 }
 
@@ -88,13 +131,81 @@ impl Embedder for QuestionsFirst {
         self.inner.dim()
     }
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.run(|e| e.embed(texts))
+        self.first(|e| e.embed(texts))
     }
+    /// Questions asked while a call is under way wait for it together, and the first of them
+    /// to find the model free embeds them all in one call.
     fn embed_query(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.run(|e| e.embed_query(texts))
+        let gate = &self.gate;
+        let mut s = gate.lock();
+        let ticket = s.next_ticket;
+        s.next_ticket += 1;
+        s.texts.extend(texts.iter().map(|t| t.to_string()));
+        s.asked.push((ticket, texts.len()));
+        loop {
+            if let Some(answer) = s.answers.remove(&ticket) {
+                return answer;
+            }
+            if !s.busy && !s.asked.is_empty() {
+                let texts = std::mem::take(&mut s.texts);
+                let asked = std::mem::take(&mut s.asked);
+                let vectors = gate.exclusive(s, || {
+                    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                    // A model that panics fails every question of the call, never leaves
+                    // the others waiting for answers nobody will deal.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.inner.embed_query(&refs)))
+                        .unwrap_or_else(|_| {
+                            Err(EmbedError::Backend {
+                                model: self.inner.model_id().to_string(),
+                                message: "the model panicked".to_string(),
+                            })
+                        })
+                });
+                s = gate.lock();
+                deal(&mut s.answers, &asked, vectors, self.inner.model_id());
+                gate.changed.notify_all();
+                continue;
+            }
+            s = gate.wait(s);
+        }
     }
     fn embed_clustering(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        self.run(|e| e.embed_clustering(texts))
+        self.first(|e| e.embed_clustering(texts))
+    }
+}
+
+/// One call's vectors dealt to the questions in it, in order; a failed call (or one that
+/// gave too few vectors) fails each of them with its message.
+fn deal(
+    answers: &mut HashMap<u64, Result<Vec<Vec<f32>>, EmbedError>>,
+    asked: &[(u64, usize)],
+    vectors: Result<Vec<Vec<f32>>, EmbedError>,
+    model: &str,
+) {
+    let wanted: usize = asked.iter().map(|(_, n)| n).sum();
+    let vectors = vectors.and_then(|v| {
+        if v.len() == wanted {
+            Ok(v)
+        } else {
+            Err(EmbedError::Backend {
+                model: model.to_string(),
+                message: format!("{} vectors for {wanted} texts", v.len()),
+            })
+        }
+    });
+    match vectors {
+        Ok(v) => {
+            let mut v = v.into_iter();
+            for &(ticket, n) in asked {
+                answers.insert(ticket, Ok(v.by_ref().take(n).collect()));
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            for &(ticket, _) in asked {
+                answers.insert(ticket, Err(EmbedError::Backend { model: model.to_string(), message: message.clone() }));
+            }
+        }
     }
 }
 
@@ -113,7 +224,7 @@ impl EmbedQueue {
         EmbedQueue {
             model_id: embedder.model_id().to_string(),
             questions: Arc::new(QuestionsFirst { inner: embedder.clone(), gate: gate.clone() }),
-            background: Background::start("strata-embed-queue", Deferred { embedder, gate }),
+            background: Background::start(Deferred { embedder, gate }),
         }
     }
 
@@ -157,17 +268,11 @@ impl Deferred {
     /// One call once no question waits; a question that comes while it runs waits for this
     /// call only.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
-        loop {
-            while self.gate.questions_waiting.load(Ordering::SeqCst) > 0 {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let turn = self.gate.turn.lock().unwrap_or_else(|p| p.into_inner());
-            if self.gate.questions_waiting.load(Ordering::SeqCst) == 0 {
-                let out = self.embedder.embed(texts);
-                drop(turn);
-                return out;
-            }
+        let mut s = self.gate.lock();
+        while s.busy || !s.asked.is_empty() || s.others_waiting > 0 {
+            s = self.gate.wait(s);
         }
+        self.gate.exclusive(s, || self.embedder.embed(texts))
     }
 
     /// One model call for `jobs`, and their vectors written: one transaction per
@@ -223,5 +328,100 @@ impl Work for Deferred {
 
     fn what(&self) -> &'static str {
         "embedding stored turns"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Gives each text a vector of its length; the first call waits until `released`, and
+    /// every call's texts are recorded.
+    #[derive(Default)]
+    struct Held {
+        calls: Mutex<Vec<Vec<String>>>,
+        released: Mutex<bool>,
+        changed: Condvar,
+    }
+
+    impl Embedder for Held {
+        fn model_id(&self) -> &str {
+            "held"
+        }
+        fn dim(&self) -> usize {
+            1
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            let mut calls = self.calls.lock().unwrap();
+            calls.push(texts.iter().map(|t| t.to_string()).collect());
+            let first = calls.len() == 1;
+            drop(calls);
+            self.changed.notify_all();
+            let mut released = self.released.lock().unwrap();
+            while first && !*released {
+                released = self.changed.wait(released).unwrap();
+            }
+            Ok(texts.iter().map(|t| vec![t.len() as f32]).collect())
+        }
+    }
+
+    /// Questions that come while the model is busy wait together and go to it in one call,
+    /// each getting its own vectors back.
+    #[test]
+    fn questions_asked_together_share_one_model_call() {
+        let held = Arc::new(Held::default());
+        let gate = Arc::new(Gate::default());
+        let questions = Arc::new(QuestionsFirst { inner: held.clone(), gate: gate.clone() });
+        let ask = |texts: Vec<String>| {
+            let questions = questions.clone();
+            std::thread::spawn(move || {
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                questions.embed_query(&refs).unwrap()
+            })
+        };
+        let first = ask(vec!["a".into()]);
+        while held.calls.lock().unwrap().is_empty() {
+            std::thread::yield_now();
+        }
+        let waiting: Vec<_> = (1..=5).map(|i| (i, ask(vec!["q".repeat(i), "w".repeat(10 * i)]))).collect();
+        while gate.lock().asked.len() < 5 {
+            std::thread::yield_now();
+        }
+        *held.released.lock().unwrap() = true;
+        held.changed.notify_all();
+        assert_eq!(first.join().unwrap(), [vec![1.0]]);
+        for (i, asked) in waiting {
+            assert_eq!(asked.join().unwrap(), [vec![i as f32], vec![10.0 * i as f32]]);
+        }
+        let sizes: Vec<usize> = held.calls.lock().unwrap().iter().map(Vec::len).collect();
+        assert_eq!(sizes, [1, 10], "the five questions in one call");
+    }
+
+    /// A stored turn's call waits while a question waits, and a question waits for at most
+    /// the call under way.
+    #[test]
+    fn a_stored_turn_waits_for_the_questions() {
+        let held = Arc::new(Held::default());
+        let gate = Arc::new(Gate::default());
+        let questions = Arc::new(QuestionsFirst { inner: held.clone(), gate: gate.clone() });
+        let deferred = Arc::new(Deferred { embedder: held.clone(), gate: gate.clone() });
+        let q = questions.clone();
+        let first = std::thread::spawn(move || q.embed_query(&["a"]).unwrap());
+        while held.calls.lock().unwrap().is_empty() {
+            std::thread::yield_now();
+        }
+        let d = deferred.clone();
+        let turn = std::thread::spawn(move || d.embed(&["stored turn"]).unwrap());
+        let q = questions.clone();
+        let question = std::thread::spawn(move || q.embed_query(&["bb"]).unwrap());
+        while gate.lock().asked.is_empty() {
+            std::thread::yield_now();
+        }
+        *held.released.lock().unwrap() = true;
+        held.changed.notify_all();
+        first.join().unwrap();
+        question.join().unwrap();
+        turn.join().unwrap();
+        assert_eq!(*held.calls.lock().unwrap(), [["a"], ["bb"], ["stored turn"]]);
     }
 }

@@ -295,19 +295,13 @@ impl Memory {
             }
         }
         drop(vectors);
-        let summaries = Background::start(
-            "strata-summaries",
-            Summaries {
-                store: store.clone(),
-                conversation: config.conversation.clone(),
-                generator: parts.generator.clone(),
-                counter: parts.counter.clone(),
-            },
-        );
-        let rankings = Background::start(
-            "strata-salience",
-            Rankings::new(parts.counter.clone(), config.layout.tiered.salience.clone()),
-        );
+        let summaries = Background::start(Summaries {
+            store: store.clone(),
+            conversation: config.conversation.clone(),
+            generator: parts.generator.clone(),
+            counter: parts.counter.clone(),
+        });
+        let rankings = Background::start(Rankings::new(parts.counter.clone(), config.layout.tiered.salience.clone()));
         let recalled_tokens = (0..history.len()).map(|i| context::count_recalled(&history, i)).collect();
         let mut memory = Memory {
             published: Snapshot {

@@ -40,7 +40,11 @@ impl Work for Summaries {
     type Done = (SpanKey, Option<Summary>);
 
     fn what(&self) -> &'static str {
-        "the summaries' thread"
+        "summarising"
+    }
+
+    fn holds_the_model(&self) -> bool {
+        self.generator.is_some()
     }
 
     fn run(&mut self, jobs: Vec<Job>, out: &Outbox<'_, Self::Done>) {
