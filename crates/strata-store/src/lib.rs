@@ -1,7 +1,8 @@
 //! The cold tier: every turn stored in full, durably, and found again by hybrid search.
 //!
 //! `SqliteStore` is the embedded default: SQLite (compiled in) in WAL mode with synchronous
-//! commits, so a turn is on disk before `append` returns; BM25 over stemmed words and one
+//! commits, so a turn is on disk before `append` returns (appends arriving together share one
+//! commit); BM25 over stemmed words and one
 //! embedding per turn scored by cosine, each held in memory per conversation and built from
 //! the stored rows; the two rankings fused by reciprocal rank.
 //! Every query is scoped to one conversation. The schema is versioned and migrated forward; a

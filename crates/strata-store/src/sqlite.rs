@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use rusqlite::{params, Connection, OptionalExtension};
 use strata_core::{Hit, RecallQuery, StoreError, Tier, Timestamp, Turn};
@@ -80,6 +80,53 @@ fn lock<I>(index: &Mutex<I>) -> MutexGuard<'_, I> {
     index.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// A turn ready to insert: serialised, its vectors encoded (as `vectors.data` and
+/// `vectors.sentences` hold them).
+struct PreparedTurn {
+    turn_id: String,
+    ts: Option<i64>,
+    body: String,
+    vectors: Option<(Vec<u8>, Option<Vec<u8>>)>,
+}
+
+/// One call's turns for one conversation, waiting for a group commit.
+struct Append {
+    conversation: String,
+    rows: Vec<PreparedTurn>,
+}
+
+/// A turn's vectors as stored: the whole text's, and its sentences' end to end (none when
+/// it has none).
+fn encode(v: &TurnVectors<'_>) -> (Vec<u8>, Option<Vec<u8>>) {
+    let sentences = (!v.sentences.is_empty()).then(|| search::encode_vectors(v.sentences.iter().map(Vec::as_slice)));
+    (search::encode_vectors([v.whole]), sentences)
+}
+
+/// Appends waiting for the next group commit, and the outcomes of those written.
+#[derive(Default)]
+struct Commits {
+    state: Mutex<CommitState>,
+    changed: Condvar,
+}
+
+impl std::fmt::Debug for Commits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Commits")
+    }
+}
+
+#[derive(Default)]
+struct CommitState {
+    waiting: Vec<(u64, Append)>,
+    outcomes: HashMap<u64, Result<Vec<u64>, StoreError>>,
+    next: u64,
+    /// A caller is writing a group now.
+    writing: bool,
+    /// Groups written, for tests.
+    #[cfg(test)]
+    groups: u64,
+}
+
 /// The cold tier on SQLite: WAL journaling, synchronous commits, vectors per turn (its whole
 /// text and its sentences), and per-conversation indexes in memory (BM25 over stemmed words,
 /// the vectors in int8 with sign bits) built from the stored rows.
@@ -102,6 +149,8 @@ pub struct SqliteStore {
     vectors: Indexes<VectorIndex>,
     /// Each conversation's BM25 index, filled incrementally from `turns` (only ever added).
     lexical: Indexes<LexicalIndex>,
+    /// Appends waiting to be committed together.
+    commits: Commits,
     /// Conversations with at most this many vectors are scanned exactly (see `vectors.rs`).
     exact_up_to: std::sync::atomic::AtomicUsize,
 }
@@ -128,6 +177,7 @@ impl SqliteStore {
             readers: None,
             vectors: Indexes::default(),
             lexical: Indexes::default(),
+            commits: Commits::default(),
             exact_up_to: std::sync::atomic::AtomicUsize::new(crate::vectors::EXACT_UP_TO),
         }
     }
@@ -161,12 +211,23 @@ impl SqliteStore {
         self.conn()
     }
 
+    /// Appends waiting for a group commit, whether a group is being written, and how many
+    /// were written so far.
+    #[cfg(test)]
+    pub(crate) fn commit_counts(&self) -> (usize, bool, u64) {
+        let s = lock(&self.commits.state);
+        (s.waiting.len(), s.writing, s.groups)
+    }
+
     fn err(&self, e: rusqlite::Error) -> StoreError {
         backend(&self.location, e)
     }
 
     /// Stores several turns in one transaction (one sync): for bulk loading. `vectors` is
-    /// either empty or one entry per turn.
+    /// either empty or one entry per turn. Appends that arrive while another is being written
+    /// are committed together, in one transaction and one sync (each in a savepoint of its
+    /// own, so one refused append leaves the others stored); each returns once its turns are
+    /// on disk.
     pub fn append_batch(
         &self,
         conversation: &str,
@@ -179,22 +240,111 @@ impl SqliteStore {
                 message: format!("{} turns but {} vectors", turns.len(), vectors.len()),
             });
         }
-        for (turn, v) in turns.iter().zip(vectors) {
-            self.check_vectors(conversation, &turn.id, v.as_ref())?;
+        let mut rows = Vec::with_capacity(turns.len());
+        for (i, turn) in turns.iter().enumerate() {
+            let v = vectors.get(i).and_then(Option::as_ref);
+            self.check_vectors(conversation, &turn.id, v)?;
+            let body = serde_json::to_string(turn).map_err(|e| StoreError::Invalid {
+                location: self.location.clone(),
+                message: format!("turn {}: {e}", turn.id),
+            })?;
+            rows.push(PreparedTurn {
+                turn_id: turn.id.clone(),
+                ts: turn.timestamp.map(Timestamp::seconds),
+                body,
+                vectors: v.map(encode),
+            });
         }
+        self.commit(Append { conversation: conversation.to_string(), rows })
+    }
+
+    /// Queues `append` for the next group commit and waits for its outcome; the first caller
+    /// to find no group being written writes every append waiting.
+    fn commit(&self, append: Append) -> Result<Vec<u64>, StoreError> {
+        let commits = &self.commits;
+        let mut s = lock(&commits.state);
+        let ticket = s.next;
+        s.next += 1;
+        s.waiting.push((ticket, append));
+        loop {
+            if let Some(outcome) = s.outcomes.remove(&ticket) {
+                return outcome;
+            }
+            if !s.writing {
+                s.writing = true;
+                let group = std::mem::take(&mut s.waiting);
+                drop(s);
+                let outcomes = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.write_group(&group)))
+                    .unwrap_or_else(|_| {
+                        let failed = |t: &(u64, Append)| (t.0, Err(self.backend("the group commit panicked")));
+                        group.iter().map(failed).collect()
+                    });
+                s = lock(&commits.state);
+                s.outcomes.extend(outcomes);
+                s.writing = false;
+                #[cfg(test)]
+                {
+                    s.groups += 1;
+                }
+                commits.changed.notify_all();
+                continue;
+            }
+            s = commits.changed.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// One transaction for the group: each append in a savepoint, rolled back alone when it
+    /// is refused; a commit that fails fails them all.
+    fn write_group(&self, group: &[(u64, Append)]) -> Vec<(u64, Result<Vec<u64>, StoreError>)> {
         let mut conn = self.conn();
-        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(|e| self.err(e))?;
-        let conv = conversation_id(&tx, conversation, true).map_err(|e| self.err(e))?.expect("created");
-        let first: i64 = tx
+        let mut tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
+            Ok(tx) => tx,
+            // rusqlite's errors are not `Clone`: each append gets the message.
+            Err(e) => return group.iter().map(|(t, _)| (*t, Err(self.backend(&e.to_string())))).collect(),
+        };
+        let mut outcomes = Vec::with_capacity(group.len());
+        for (ticket, append) in group {
+            let outcome = match tx.savepoint() {
+                Ok(mut sp) => match self.insert_append(&sp, append) {
+                    Ok(seqs) => sp.commit().map(|()| seqs).map_err(|e| self.err(e)),
+                    Err(refused) => match sp.rollback() {
+                        Ok(()) => Err(refused),
+                        // Its rows might stay and be committed with the others: write none.
+                        Err(e) => {
+                            let message = e.to_string();
+                            return group.iter().map(|(t, _)| (*t, Err(self.backend(&message)))).collect();
+                        }
+                    },
+                },
+                Err(e) => Err(self.err(e)),
+            };
+            outcomes.push((*ticket, outcome));
+        }
+        if let Err(e) = tx.commit() {
+            let message = e.to_string();
+            for (_, outcome) in &mut outcomes {
+                if outcome.is_ok() {
+                    *outcome = Err(self.backend(&message));
+                }
+            }
+        }
+        outcomes
+    }
+
+    /// One append's rows, within the group's transaction.
+    fn insert_append(&self, conn: &Connection, append: &Append) -> Result<Vec<u64>, StoreError> {
+        let conversation = append.conversation.as_str();
+        let conv = conversation_id(conn, conversation, true).map_err(|e| self.err(e))?.expect("created");
+        let first: i64 = conn
             .query_row("SELECT coalesce(max(seq) + 1, 0) FROM turns WHERE conversation = ?1", [conv], |r| r.get(0))
             .map_err(|e| self.err(e))?;
-        let mut seqs = Vec::with_capacity(turns.len());
-        for (i, turn) in turns.iter().enumerate() {
+        let mut seqs = Vec::with_capacity(append.rows.len());
+        for (i, turn) in append.rows.iter().enumerate() {
             let seq = first + i as i64;
-            let exists: Option<i64> = tx
+            let exists: Option<i64> = conn
                 .query_row(
                     "SELECT seq FROM turns WHERE conversation = ?1 AND turn_id = ?2",
-                    params![conv, turn.id],
+                    params![conv, turn.turn_id],
                     |r| r.get(0),
                 )
                 .optional()
@@ -202,26 +352,28 @@ impl SqliteStore {
             if let Some(at) = exists {
                 return Err(StoreError::Invalid {
                     location: self.location.clone(),
-                    message: format!("conversation {conversation}: turn {} is already stored (position {at})", turn.id),
+                    message: format!(
+                        "conversation {conversation}: turn {} is already stored (position {at})",
+                        turn.turn_id
+                    ),
                 });
             }
-            let body = serde_json::to_string(turn).map_err(|e| StoreError::Invalid {
-                location: self.location.clone(),
-                message: format!("turn {}: {e}", turn.id),
-            })?;
-            tx.execute(
+            conn.execute(
                 "INSERT INTO turns (conversation, seq, turn_id, ts, body) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![conv, seq, turn.id, turn.timestamp.map(Timestamp::seconds), body],
+                params![conv, seq, turn.turn_id, turn.ts, turn.body],
             )
             .map_err(|e| self.err(e))?;
-            let row = tx.last_insert_rowid();
-            if let Some(Some(v)) = vectors.get(i) {
-                self.insert_vectors(&tx, conv, row, v)?;
+            let row = conn.last_insert_rowid();
+            if let Some((whole, sentences)) = &turn.vectors {
+                self.insert_encoded(conn, conv, row, whole, sentences.as_deref())?;
             }
             seqs.push(seq as u64);
         }
-        tx.commit().map_err(|e| self.err(e))?;
         Ok(seqs)
+    }
+
+    fn backend(&self, message: &str) -> StoreError {
+        StoreError::Backend { location: self.location.clone(), message: message.to_string() }
     }
 
     /// Deletes every vector and binds the store to `model`, in one transaction: the first step
@@ -256,11 +408,21 @@ impl SqliteStore {
     /// One `vectors` row: the whole text's vector and the sentences' end to end, all of one
     /// length (checked by the caller).
     fn insert_vectors(&self, conn: &Connection, conv: i64, row: i64, v: &TurnVectors<'_>) -> Result<(), StoreError> {
-        let sentences =
-            (!v.sentences.is_empty()).then(|| search::encode_vectors(v.sentences.iter().map(Vec::as_slice)));
+        let (whole, sentences) = encode(v);
+        self.insert_encoded(conn, conv, row, &whole, sentences.as_deref())
+    }
+
+    fn insert_encoded(
+        &self,
+        conn: &Connection,
+        conv: i64,
+        row: i64,
+        whole: &[u8],
+        sentences: Option<&[u8]>,
+    ) -> Result<(), StoreError> {
         conn.execute(
             "INSERT INTO vectors (conversation, turn, data, sentences, encoding) VALUES (?1, ?2, ?3, ?4, ?5)",
-            params![conv, row, search::encode_vectors([v.whole]), sentences, search::ENCODING_INT8],
+            params![conv, row, whole, sentences, search::ENCODING_INT8],
         )
         .map_err(|e| self.err(e))?;
         Ok(())

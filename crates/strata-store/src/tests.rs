@@ -263,6 +263,44 @@ fn reads_never_wait_on_the_writer() {
     assert_eq!(store.search("c", &query("kayak", 5)).unwrap().len(), 2);
 }
 
+/// Appends that arrive while a group is being written are committed together, each on disk
+/// before it returns; one refused (a turn stored already) leaves the others stored.
+#[test]
+fn appends_waiting_together_are_committed_in_one_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.db");
+    let store = std::sync::Arc::new(SqliteStore::open(&path).unwrap());
+    store.append("c0", &turn("t0", "stored first")).unwrap();
+    let groups = store.commit_counts().2;
+    let held = store.hold_writer();
+    let append = |conversation: String, id: &'static str| {
+        let store = store.clone();
+        std::thread::spawn(move || store.append_with(&conversation, &turn(id, "a turn"), None))
+    };
+    // The first becomes the writer of a group and waits for the lock; the others queue.
+    let first = append("c1".into(), "t1");
+    while store.commit_counts() != (0, true, groups) {
+        std::thread::yield_now();
+    }
+    let mut others: Vec<_> = (2..=9).map(|i| append(format!("c{i}"), "t1")).collect();
+    others.push(append("c0".into(), "t0"));
+    while store.commit_counts().0 < 9 {
+        std::thread::yield_now();
+    }
+    drop(held);
+    assert_eq!(first.join().unwrap().unwrap(), 0);
+    let refused = others.pop().unwrap().join().unwrap().unwrap_err();
+    assert!(refused.to_string().contains("turn t0 is already stored"), "{refused}");
+    for t in others {
+        assert_eq!(t.join().unwrap().unwrap(), 0);
+    }
+    assert_eq!(store.commit_counts(), (0, false, groups + 2), "one group for the first, one for the nine");
+    drop(store);
+    let reopened = SqliteStore::open(&path).unwrap();
+    assert_eq!(reopened.conversations().unwrap().len(), 10);
+    assert!((0..=9).all(|i| reopened.len(&format!("c{i}")).unwrap() == 1));
+}
+
 #[test]
 fn time_range_filters_both_rankings() {
     let store = SqliteStore::in_memory().unwrap();
