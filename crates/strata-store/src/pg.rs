@@ -4,6 +4,7 @@
 //! stable repositories; a server that has it could index them), fused by reciprocal rank
 //! exactly as the SQLite store does.
 
+use std::ops::{Deref, DerefMut};
 use std::sync::Mutex;
 
 use postgres::{Client, NoTls};
@@ -74,8 +75,35 @@ pub struct PgStore {
     location: String,
     /// What it connects with, for the read connections opened as reads need them.
     params: String,
-    client: Mutex<Client>,
-    readers: Pool<Client>,
+    client: Mutex<Conn>,
+    readers: Pool<Conn>,
+}
+
+/// A connection closed on a thread of its own. `postgres::Client` drives a runtime of its own
+/// and panics when dropped on a thread that is driving async tasks, which is where a server
+/// drops the last handle on a memory (and so its store) that it evicts or shuts down.
+struct Conn(Option<Client>);
+
+impl Deref for Conn {
+    type Target = Client;
+    fn deref(&self) -> &Client {
+        self.0.as_ref().expect("present until dropped")
+    }
+}
+
+impl DerefMut for Conn {
+    fn deref_mut(&mut self) -> &mut Client {
+        self.0.as_mut().expect("present until dropped")
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            // Joined, so that the server sees the connection closed when the store is gone.
+            let _ = std::thread::spawn(move || drop(client)).join();
+        }
+    }
 }
 
 impl std::fmt::Debug for PgStore {
@@ -103,8 +131,8 @@ impl PgStore {
         Ok(PgStore {
             location,
             params: params.to_string(),
-            client: Mutex::new(client),
-            readers: Pool::new(READERS_KEPT, |c: &Client| !c.is_closed()),
+            client: Mutex::new(Conn(Some(client))),
+            readers: Pool::new(READERS_KEPT, |c: &Conn| !c.is_closed()),
         })
     }
 
@@ -121,14 +149,15 @@ impl PgStore {
     }
 
     /// The writing connection.
-    fn client(&self) -> std::sync::MutexGuard<'_, Client> {
+    fn client(&self) -> std::sync::MutexGuard<'_, Conn> {
         self.client.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// A read connection: one that no append holds.
-    fn reader(&self) -> Result<Pooled<'_, Client>, StoreError> {
+    fn reader(&self) -> Result<Pooled<'_, Conn>, StoreError> {
         self.readers.get(|| {
             Client::connect(&self.params, NoTls)
+                .map(|c| Conn(Some(c)))
                 .map_err(|e| StoreError::Backend { location: self.location.clone(), message: e.to_string() })
         })
     }
