@@ -222,7 +222,7 @@ impl Memory {
             "Memory(conversation={:?}, turns={}, store={:?})",
             memory.conversation(),
             memory.len(),
-            memory.store().location()
+            memory.store_location()
         )
     }
 }

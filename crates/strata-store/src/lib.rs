@@ -28,8 +28,8 @@ pub use schema::SCHEMA_VERSION;
 pub use search::{
     as_stored, civil_date, embedded_texts, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K,
 };
-pub use sqlite::{Compacted, SqliteStore, StoredSummary};
-pub use store::Store;
+pub use sqlite::{Compacted, SqliteStore};
+pub use store::{Store, StoredSummary};
 
 #[cfg(test)]
 mod tests;

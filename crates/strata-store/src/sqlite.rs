@@ -12,22 +12,7 @@ use crate::pool::Pool;
 use crate::schema::{self, backend};
 use crate::search::{self, Ranked, TurnVectors};
 use crate::vectors::VectorIndex;
-use crate::Store;
-
-/// A summary kept in the store: the text, the span of turns it stands for, and its sources.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StoredSummary {
-    /// `segment`, `arc` or `narrative`.
-    pub level: String,
-    /// Sequence numbers (0-based positions in the conversation) of the first and last turn.
-    pub first_seq: u64,
-    pub last_seq: u64,
-    /// The generator's model id, or `extractive`.
-    pub model: String,
-    pub text: String,
-    /// Turn ids the summary stands for.
-    pub sources: Vec<String>,
-}
+use crate::{Store, StoredSummary};
 
 /// What [`SqliteStore::compact`] did: vector rows rewritten from f32 to int8, and the
 /// database's size (pages × page size) before and after.

@@ -4,7 +4,6 @@
 use strata_core::{Hit, RecallQuery, StoreError, Tier, Turn};
 
 use crate::search::{Ranked, TurnVectors};
-use crate::sqlite::StoredSummary;
 
 /// Where turns live in full. Every method is scoped to one conversation id; a store never
 /// returns another conversation's turns.
@@ -60,4 +59,19 @@ pub(crate) fn bound_already(stored: Option<String>, model: &str, location: &str)
         }
         None => Ok(false),
     }
+}
+
+/// A summary kept in the store: the text, the span of turns it stands for, and its sources.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredSummary {
+    /// `segment`, `arc` or `narrative`.
+    pub level: String,
+    /// Sequence numbers (0-based positions in the conversation) of the first and last turn.
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// The generator's model id, or `extractive`.
+    pub model: String,
+    pub text: String,
+    /// Turn ids the summary stands for.
+    pub sources: Vec<String>,
 }

@@ -386,7 +386,15 @@ impl Memory {
         &self.published.spans
     }
 
-    pub fn store(&self) -> &Arc<dyn Store> {
+    /// Where the memory's store is, for messages. The store itself stays the writer's: turns,
+    /// tiers and summaries written behind its back would not be in its history.
+    pub fn store_location(&self) -> &str {
+        self.published.store.location()
+    }
+
+    /// The store, for tests that read what was written.
+    #[cfg(test)]
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.published.store
     }
 
