@@ -61,6 +61,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
         if doc.get("lints").and_then(|l| l.get("workspace")).and_then(toml::Value::as_bool) != Some(true) {
             problems.push(format!("{at}: missing `[lints] workspace = true`"));
         }
+        problems.extend(unused_dependencies(&at, manifest.parent().unwrap_or(root), &doc)?);
         for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
             let Some(deps) = doc.get(section).and_then(toml::Value::as_table) else {
                 continue;
@@ -261,6 +262,64 @@ fn resolved_features(root: &Path, selection: &[&str]) -> Result<Features> {
     Ok(packages)
 }
 
+/// Dependencies that no Rust file of the package names as a path (`dep::`): a dependency
+/// nobody uses costs a build and hides what a crate really needs. One kept only for the
+/// features it turns on is listed, with the reason beside it, in the manifest's
+/// `[package.metadata.tidy] features-only`.
+fn unused_dependencies(at: &str, dir: &Path, doc: &toml::Table) -> Result<Vec<String>> {
+    // The package's own files, and targets its manifest places elsewhere (an example under
+    // the repository's `examples/`).
+    let mut files = rust_files(dir)?;
+    for kind in ["bin", "example", "test", "bench"] {
+        let targets = doc.get(kind).and_then(toml::Value::as_array).into_iter().flatten();
+        files.extend(targets.filter_map(|t| t.get("path")?.as_str()).map(|p| dir.join(p)));
+    }
+    let mut code = String::new();
+    for file in files {
+        code.push_str(&std::fs::read_to_string(&file).with_context(|| file.display().to_string())?);
+    }
+    let features_only: Vec<&str> = doc
+        .get("package")
+        .and_then(|p| p.get("metadata"))
+        .and_then(|m| m.get("tidy"))
+        .and_then(|t| t.get("features-only"))
+        .and_then(toml::Value::as_array)
+        .map(|list| list.iter().filter_map(toml::Value::as_str).collect())
+        .unwrap_or_default();
+    let mut problems = Vec::new();
+    for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
+        let Some(deps) = doc.get(section).and_then(toml::Value::as_table) else { continue };
+        for dep in deps.keys() {
+            let used = names_crate(&code, &dep.replace('-', "_"));
+            let listed = features_only.contains(&dep.as_str());
+            if !used && !listed {
+                problems.push(format!(
+                    "{at}: [{section}] {dep} is not used by the code; remove it, or list it in \
+                     `[package.metadata.tidy] features-only` with why"
+                ));
+            }
+            if used && listed {
+                problems.push(format!("{at}: {dep} is listed as features-only but the code uses it"));
+            }
+        }
+    }
+    Ok(problems)
+}
+
+/// Whether `code` names the crate `ident` as a path's first segment (`ident::`, `::ident::`),
+/// not as the tail of another name (`my_ident::`) or a path's later segment (`a::ident::`).
+fn names_crate(code: &str, ident: &str) -> bool {
+    let pattern = format!("{ident}::");
+    code.match_indices(&pattern).any(|(at, _)| {
+        let before = &code[..at];
+        let segment_end = |c: char| c.is_alphanumeric() || c == '_' || c == '>';
+        match before.strip_suffix("::") {
+            Some(path) => !path.ends_with(segment_end),
+            None => !before.ends_with(|c: char| c.is_alphanumeric() || c == '_'),
+        }
+    })
+}
+
 fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     if !dir.exists() {
@@ -339,6 +398,29 @@ mod tests {
         assert!(text.contains("strata-foo depends on the harness (strata-eval)"), "{text}");
         assert!(text.contains("ARCHITECTURE.md: does not mention crate strata-foo"), "{text}");
         assert!(text.contains("missing `[lints] workspace = true`"), "{text}");
+    }
+
+    #[test]
+    fn a_dependency_the_code_never_names_is_caught_unless_kept_for_features() {
+        assert!(names_crate("use serde::Serialize;", "serde"));
+        assert!(names_crate("x: ::serde::de::Error", "serde"));
+        assert!(!names_crate("use serde_json::Value;", "serde"));
+        assert!(!names_crate("use my_serde::X;", "serde"));
+        assert!(!names_crate("use crate::serde::X; a::serde::b; Vec<u8>::serde::x", "serde"));
+        let dir = std::env::temp_dir().join(format!("strata-unused-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(dir.join("src/lib.rs"), "//! x\nuse serde_json::Value;\n").unwrap();
+        std::fs::write(dir.join("ex.rs"), "//! y\nfn main() { thiserror::x(); }\n").unwrap();
+        let doc: toml::Table = "[package]\nname = \"a\"\nmetadata.tidy.features-only = [\"gemm\", \"serde_json\"]\n\
+            [dependencies]\nserde_json = {}\nserde = {}\ngemm = {}\n[dev-dependencies]\nthiserror = {}\n\
+            [[example]]\nname = \"ex\"\npath = \"ex.rs\"\n"
+            .parse()
+            .unwrap();
+        let problems = unused_dependencies("a/Cargo.toml", &dir, &doc).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].contains("[dependencies] serde is not used by the code"), "{problems:?}");
+        assert!(problems[1].contains("serde_json is listed as features-only but the code uses it"), "{problems:?}");
     }
 
     #[test]
