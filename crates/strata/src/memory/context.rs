@@ -96,7 +96,8 @@ impl Snapshot {
         // tokens (usually fewer: a newline merges with the end of the line before). Two
         // passes: fill by the estimate, render, drop the lowest-ranked picks until it fits;
         // then fill again from the exact count.
-        for _ in 0..2 {
+        for pass in 0..2 {
+            let rendered = picks.len();
             let mut days: BTreeSet<Date> =
                 picks.iter().flatten().filter_map(|&j| history.turns()[j].timestamp.map(Date::of)).collect();
             for &(i, _) in ranked {
@@ -126,6 +127,11 @@ impl Snapshot {
                 taken.extend(&turns);
                 days.extend(new_days);
                 picks.push(turns);
+            }
+            // Nothing added by the exact count: the block rendered last is the answer, and
+            // rendering it again would count its tokens again (most of a context's cost).
+            if pass > 0 && picks.len() == rendered {
+                break;
             }
             loop {
                 block = self.render_recalled(&picks);
