@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use strata_core::{ChatMessage, Context, GenerateRequest, Generator, Role};
 
 use crate::metrics::{answer_f1, bleu1};
-use crate::retention::Mode;
+use crate::Mode;
 
 /// The reader's system message.
 pub const READER_SYSTEM: &str = "You answer questions about a conversation, from what the conversation says.";

@@ -10,6 +10,7 @@
 pub mod answers;
 pub mod gate;
 pub mod metrics;
+mod mode;
 pub mod plot;
 mod porter;
 pub mod report;
@@ -17,6 +18,8 @@ pub mod retention;
 pub mod segmentation;
 pub mod suite;
 pub mod summaries;
+
+pub use mode::Mode;
 
 /// The strategies a run compares when none are named: every strategy of the registry (the
 /// seed baselines, `segments`, `specific` and the tiered memory).
@@ -34,7 +37,7 @@ use strata::StrategiesConfig;
 use strata_core::Strategy;
 
 use crate::report::Run;
-use crate::retention::{BuildRecord, ContextRecord, Mode, Plan, ProbeRecord};
+use crate::retention::{BuildRecord, ContextRecord, Plan, ProbeRecord};
 use crate::suite::Dataset;
 
 /// An error caused by the user's input: the CLI exits with status 2.

@@ -8,7 +8,7 @@ use plotters::prelude::*;
 
 use crate::answers::AnswerRun;
 use crate::report::Run;
-use crate::retention::Mode;
+use crate::Mode;
 
 const COLORS: &[RGBColor] = &[
     RGBColor(31, 119, 180),

@@ -7,7 +7,8 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use crate::metrics::quantile;
-use crate::retention::{BuildRecord, Mode, ProbeRecord};
+use crate::retention::{BuildRecord, ProbeRecord};
+use crate::Mode;
 
 /// Scores of one group of probes.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

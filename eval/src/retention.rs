@@ -11,26 +11,7 @@ use strata_core::{Context, Conversation, History, Probe, Strategy, TokenCounter}
 
 use crate::answers::Question;
 use crate::metrics::ScoredText;
-use crate::Records;
-
-/// Whether the strategy may see the question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// The context is built without the question: what summaries must carry on their own.
-    Agnostic,
-    /// The strategy may use the question (to recall from a store, say).
-    Aware,
-}
-
-impl Mode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Agnostic => "agnostic",
-            Mode::Aware => "aware",
-        }
-    }
-}
+use crate::{Mode, Records};
 
 /// One probe scored against one context.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -136,7 +136,8 @@ fn the_harness_holds_every_bounded_strategy_to_its_budget() {
 
     use strata_core::{Context, Conversation, History, Probe, Role, Strategy, StrategyError, Turn};
 
-    use crate::retention::{score_conversation, Mode, Plan};
+    use crate::retention::{score_conversation, Plan};
+    use crate::Mode;
 
     /// Sends every turn, as `full` does, but claims to be bounded.
     struct Everything {
@@ -205,7 +206,8 @@ fn aware_mode_alone_records_every_build_of_a_question_aware_strategy() {
 
     use strata_core::{Context, Conversation, History, Probe, Role, Strategy, StrategyError, Turn};
 
-    use crate::retention::{score_conversation, Mode, Plan};
+    use crate::retention::{score_conversation, Plan};
+    use crate::Mode;
 
     /// Records the question of each call.
     #[derive(Default)]

@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use strata_eval::retention::Mode;
 use strata_eval::EvalConfig;
+use strata_eval::Mode;
 
 fn models_dir() -> PathBuf {
     std::env::var_os("STRATA_MODELS")

@@ -21,7 +21,7 @@
 use half::f16;
 use rayon::prelude::*;
 
-use crate::int8::Kernel;
+use crate::cpu::Kernel;
 
 /// Inputs per block, each with its own scale and offset.
 pub(crate) const BLOCK: usize = 32;
@@ -313,13 +313,13 @@ mod tests {
                     );
                     let mut slow = [0f32; NR];
                     kernel_portable(&xq, &xs, &xsum, args.0, args.1, args.2, &mut slow);
-                    if crate::int8::has_vnni() {
+                    if crate::cpu::has_vnni() {
                         let mut fast = [0f32; NR];
                         // SAFETY: checked just above.
                         unsafe { kernel_vnni(&xq, &xs, &xsum, args.0, args.1, args.2, &mut fast) };
                         assert_eq!(fast.map(f32::to_bits), slow.map(f32::to_bits), "vnni ({n}, {k}) panel {p}");
                     }
-                    if crate::int8::has_avx2() {
+                    if crate::cpu::has_avx2() {
                         let mut fast = [0f32; NR];
                         // SAFETY: checked just above.
                         unsafe { kernel_avx2(&xq, &xs, &xsum, args.0, args.1, args.2, &mut fast) };

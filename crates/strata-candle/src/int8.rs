@@ -20,6 +20,7 @@
 
 use rayon::prelude::*;
 
+use crate::cpu::Kernel;
 use crate::int4::Int4Matrix;
 
 /// Columns per packed weight panel: four 16-lane vectors.
@@ -236,58 +237,6 @@ impl candle_core::CustomOp1 for Int8Matrix {
     }
 }
 
-/// The integer kernels this CPU runs, here and in `int4.rs`. Each kind computes the same
-/// exact sums.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kernel {
-    /// AVX-512 VNNI: 64 byte products per instruction.
-    Vnni,
-    /// AVX2 with FMA and F16C, which every CPU the workspace builds for has.
-    Avx2,
-    Portable,
-}
-
-impl Kernel {
-    pub(crate) fn detect() -> Kernel {
-        if has_vnni() {
-            return Kernel::Vnni;
-        }
-        if has_avx2() {
-            return Kernel::Avx2;
-        }
-        Kernel::Portable
-    }
-}
-
-/// Whether the VNNI kernels (here and in `int4.rs`) can run.
-pub(crate) fn has_vnni() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vnni")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
-/// Whether the AVX2 kernels (here and in `int4.rs`, which also converts f16 and fuses
-/// multiply-adds) can run.
-pub(crate) fn has_avx2() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-            && std::arch::is_x86_feature_detected!("fma")
-            && std::arch::is_x86_feature_detected!("f16c")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
-
 /// The same sums as [`kernel_vnni`] in plain integer code, for CPUs without VNNI.
 fn kernel_portable(x: &[u8], rows: usize, kp: usize, w: &[i8], out: &mut [i32]) {
     for r in 0..rows {
@@ -464,13 +413,13 @@ mod tests {
                     // Buffers with old sums in them: the kernels set, they do not add.
                     let mut slow = vec![7i32; rows * NR];
                     kernel_portable(xr, rows, q.kp, w, &mut slow);
-                    if has_vnni() {
+                    if crate::cpu::has_vnni() {
                         let mut fast = vec![-3i32; rows * NR];
                         // SAFETY: checked just above.
                         unsafe { kernel_vnni(xr, rows, q.kp, w, &mut fast) };
                         assert_eq!(fast, slow, "vnni ({m}, {n}, {k}) panel {p} rows {r0}");
                     }
-                    if has_avx2() {
+                    if crate::cpu::has_avx2() {
                         let xw: Vec<i16> = xr.iter().map(|&u| i16::from(u)).collect();
                         let mut fast = vec![5i32; rows * NR];
                         // SAFETY: checked just above.

@@ -21,6 +21,7 @@
 
 mod bert;
 mod cache;
+mod cpu;
 mod gencache;
 mod gguf;
 mod int4;

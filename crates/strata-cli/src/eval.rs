@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
-use strata_eval::retention::Mode;
+use strata_eval::Mode;
 use strata_eval::{EvalConfig, Outcome, Shard};
 
 use crate::BadInput;

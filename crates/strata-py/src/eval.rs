@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use strata_eval::retention::Mode;
+use strata_eval::Mode;
 use strata_eval::{CustomStrategies, EvalConfig};
 
 use crate::errors::{input_error, IntoPy as _};

@@ -15,7 +15,9 @@
 //! [`Tiered`] is the same machinery as an eval [`Strategy`](strata_core::Strategy).
 
 mod background;
+mod config;
 mod embedding;
+mod error;
 mod memory;
 mod ranker;
 mod recall;
@@ -24,12 +26,14 @@ pub mod registry;
 mod tiered;
 mod worker;
 
+pub use config::{Clock, Layout, MemoryConfig, RecallConfig, TieredConfig};
 pub use embedding::EmbedQueue;
-pub use memory::{Clock, Layout, Memory, MemoryConfig, MemoryError, Parts, Snapshot};
-pub use recall::{RecallConfig, Reranking};
+pub use error::MemoryError;
+pub use memory::{Memory, Parts, Snapshot};
+pub use recall::Reranking;
 pub use reembed::reembed;
 pub use registry::{ConfigError, StrategiesConfig};
-pub use tiered::{Tiered, TieredConfig};
+pub use tiered::Tiered;
 
 /// Runs background model work (summaries by a model) on a pool of threads of its own,
 /// one call at a time for every memory of the process. Why a pool: a model's calls into rayon would otherwise go

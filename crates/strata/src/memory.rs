@@ -3,110 +3,25 @@
 //! boundary, from which contexts and recall are plain reads.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use strata_core::{
-    EmbedError, Embedder, Generator, History, HistoryError, Hit, RecallQuery, StoreError, Summary, Tier, Timestamp,
-    TokenCounter, Turn,
+    EmbedError, Embedder, Generator, History, Hit, RecallQuery, Summary, Tier, Timestamp, TokenCounter, Turn,
 };
-use strata_policy::{Plan, PolicyConfig, State, TurnState};
+use strata_policy::{Plan, State, TurnState};
 use strata_store::{SqliteStore, Store, TurnVectors};
 use strata_summarize::{ExtractiveConfig, Ranking, Registry, SummaryConfig};
-use strata_topic::{TopicConfig, Tracker};
+use strata_topic::Tracker;
 
 use crate::background::Background;
+use crate::config::{Clock, MemoryConfig};
 use crate::embedding::{embed_turns, EmbedQueue};
+use crate::error::MemoryError;
 use crate::ranker::Rankings;
-use crate::recall::{self, RecallConfig, Reranking};
-use crate::tiered::TieredConfig;
+use crate::recall::{self, Reranking};
 use crate::worker::{self, Job, SpanKey, Summaries};
 
 mod context;
-
-/// Where "now" comes from when the policy is asked for a plan. The memory reads the clock;
-/// the policy never does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Clock {
-    /// The system clock: for live deployments.
-    System,
-    /// The newest turn's timestamp: for replaying a transcript, where "now" is when the last
-    /// turn was said.
-    LastTurn,
-    /// A fixed time: for tests.
-    Fixed(Timestamp),
-}
-
-/// How a context's budget is shared.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Layout {
-    /// Share for turns recalled for the question (question-aware contexts only).
-    pub recall: f64,
-    /// The salient sentences' shares and scoring (`strata_summarize::salience`): the config
-    /// file's `[tiered]` table.
-    pub tiered: TieredConfig,
-    /// Keep the newest unit (the message being answered) verbatim whenever it fits the whole
-    /// budget, before recall takes its share: what a live chat needs, where the question is
-    /// the newest message. Off for evaluation, where the question is asked apart from the
-    /// history.
-    pub keep_newest: bool,
-}
-
-impl Default for Layout {
-    fn default() -> Layout {
-        Layout { recall: 0.9, tiered: TieredConfig::default(), keep_newest: false }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct MemoryConfig {
-    /// The store file; `None` keeps everything in memory (for evaluation runs).
-    pub path: Option<PathBuf>,
-    pub conversation: String,
-    pub policy: PolicyConfig,
-    /// Topic starts feed the policy's topic-shift trigger and cut summary spans. Embedding
-    /// similarity is used when turns are embedded as they are pushed; cue phrases and time
-    /// gaps always.
-    pub topic: TopicConfig,
-    pub layout: Layout,
-    pub recall: RecallConfig,
-    /// Summaries cover at most this many tokens of turns each.
-    pub segment_tokens: usize,
-    /// Longest summary, in tokens.
-    pub max_summary_tokens: usize,
-    /// How long the generator may take for one summary before the extractive one is used.
-    pub summary_deadline: Option<Duration>,
-    pub clock: Clock,
-}
-
-impl MemoryConfig {
-    pub fn new(conversation: impl Into<String>) -> MemoryConfig {
-        MemoryConfig {
-            path: None,
-            conversation: conversation.into(),
-            policy: PolicyConfig::default(),
-            topic: TopicConfig::default(),
-            layout: Layout::default(),
-            recall: RecallConfig::default(),
-            segment_tokens: 4000,
-            max_summary_tokens: 300,
-            summary_deadline: Some(Duration::from_secs(120)),
-            clock: Clock::System,
-        }
-    }
-
-    /// Sized for contexts of about `budget` tokens: tier allowances and segments scaled to it.
-    pub fn for_budget(conversation: impl Into<String>, budget: usize) -> MemoryConfig {
-        let policy = PolicyConfig::for_budget(budget);
-        MemoryConfig {
-            segment_tokens: policy.hot.tokens.clamp(200, 4000),
-            max_summary_tokens: (budget / 8).clamp(40, 300),
-            policy,
-            ..MemoryConfig::new(conversation)
-        }
-    }
-}
 
 /// The models a memory uses, passed in.
 #[derive(Clone)]
@@ -146,17 +61,6 @@ impl std::fmt::Debug for Parts {
             .field("reranker", &self.reranker.as_ref().map(|r| r.model.model_id().to_string()))
             .finish()
     }
-}
-
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum MemoryError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    #[error(transparent)]
-    History(#[from] HistoryError),
-    #[error(transparent)]
-    Embed(#[from] EmbedError),
 }
 
 /// A turn's vectors: of its whole indexed text (none when it was not embedded) and of each

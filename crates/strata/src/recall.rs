@@ -24,41 +24,8 @@ use strata_core::{RecallQuery, Reranker, Role, Turn};
 use strata_store::Store;
 use strata_text::is_stopword;
 
-use crate::memory::MemoryError;
-
-#[derive(Debug, Clone, PartialEq)]
-pub struct RecallConfig {
-    /// Candidates taken from each ranking (BM25, embeddings) before fusion.
-    pub depth: usize,
-    /// Share of a neighbour's score a turn gets, at distance 1 and 2 in the same session.
-    pub neighbours: [f32; 2],
-    /// Relative boost for turns by a speaker the question names.
-    pub speaker_boost: f32,
-    /// A pause at least this long starts a new session (seconds).
-    pub session_gap_seconds: i64,
-    /// Weight of the ranking by the question's content words (see [`content_words`]) beside
-    /// the question's own, each scaled to its best score; 0 searches with the question only.
-    pub content_query: f32,
-    /// With a reranker: how many of the fused ranking's best units (bursts) take part.
-    pub rerank_candidates: usize,
-    /// With a reranker: how many of those keep their fused places at the top; the reranker
-    /// reads and orders the rest.
-    pub rerank_keep: usize,
-}
-
-impl Default for RecallConfig {
-    fn default() -> RecallConfig {
-        RecallConfig {
-            depth: 100,
-            neighbours: [0.5, 0.25],
-            speaker_boost: 0.5,
-            session_gap_seconds: 30 * 60,
-            content_query: 1.0,
-            rerank_candidates: 100,
-            rerank_keep: 20,
-        }
-    }
-}
+use crate::config::RecallConfig;
+use crate::error::MemoryError;
 
 /// How turns group for recall: sessions (split by pauses) and bursts (a speaker's messages in
 /// a row within a session, up to a token cap), one number of each per turn, both ascending.

@@ -12,8 +12,9 @@ use strata_strategies::{
     Window, WindowConfig,
 };
 
+use crate::config::TieredConfig;
 use crate::recall::Reranking;
-use crate::tiered::{Tiered, TieredConfig};
+use crate::tiered::Tiered;
 
 /// Every strategy, by the name users select it with (`segments-abstractive` besides, which
 /// needs a generator).

@@ -674,7 +674,7 @@ fn a_question_content_words_leave_out_question_words_stopwords_and_speakers() {
     };
     let turns = [spoken("Melanie Ortiz"), spoken("Caroline")];
     let mut grouping = crate::recall::Grouping::default();
-    grouping.extend(&turns, &[[1, 1]; 2], &crate::recall::RecallConfig::default(), 200);
+    grouping.extend(&turns, &[[1, 1]; 2], &crate::config::RecallConfig::default(), 200);
     let words = |q: &str| crate::recall::content_words(q, &grouping.speakers);
     assert_eq!(words("What activities does Melanie partake in?").as_deref(), Some("activities partake"));
     assert_eq!(words("Where did Caroline's ORTIZ family move from?").as_deref(), Some("family move"));
@@ -857,7 +857,8 @@ fn a_burst_of_messages_is_ranked_and_recalled_as_one_turn() {
 
 #[test]
 fn bursts_end_at_another_speaker_a_pause_a_tool_call_or_the_cap() {
-    use crate::recall::{Grouping, RecallConfig};
+    use crate::config::RecallConfig;
+    use crate::recall::Grouping;
     let recall = RecallConfig::default();
     let mut turns = bursty();
     // A pause of an hour splits Caro's burst between t2 and t3.

@@ -5,52 +5,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use serde::{Deserialize, Serialize};
 use strata_core::{Context, Embedder, Generator, History, Strategy, StrategyError};
-use strata_summarize::SalienceConfig;
 
-use crate::memory::{Clock, Memory, MemoryConfig, Parts};
+use crate::config::{Clock, MemoryConfig, TieredConfig};
+use crate::memory::{Memory, Parts};
 use crate::recall::Reranking;
-
-/// The tiered memory's context knobs, as the config file's `[tiered]` table; how salient
-/// sentences are scored is its `[tiered.salience]` table.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct TieredConfig {
-    /// Share of the budget, without a question, for the most specific sentences of turns not
-    /// shown verbatim; summaries and hot turns share the rest, and what they leave comes back.
-    pub salient: f64,
-    /// The same share of what the recall share leaves, with a question (recalled turns take
-    /// what the rest does not use).
-    pub salient_with_question: f64,
-    /// With a question: a burst (one speaker's messages in a row within a session, at most
-    /// this many tokens; a longer run becomes several) is ranked as one turn and recalled
-    /// whole. 0 treats every message alone.
-    pub burst_tokens: usize,
-    pub salience: SalienceConfig,
-}
-
-impl Default for TieredConfig {
-    fn default() -> TieredConfig {
-        TieredConfig {
-            salient: 0.9,
-            salient_with_question: 0.25,
-            burst_tokens: 200,
-            salience: SalienceConfig::default(),
-        }
-    }
-}
-
-impl TieredConfig {
-    pub(crate) fn validate(&self) -> Result<(), String> {
-        for (name, v) in [("salient", self.salient), ("salient_with_question", self.salient_with_question)] {
-            if !(0.0..=1.0).contains(&v) {
-                return Err(format!("tiered: `{name}` must be between 0 and 1, not {v}"));
-            }
-        }
-        self.salience.validate()
-    }
-}
 
 /// One memory, shared between the eval's threads.
 type SharedMemory = Arc<Mutex<Memory>>;

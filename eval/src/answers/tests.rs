@@ -12,7 +12,8 @@ use strata_core::{
 
 use super::{ask, verdict, Question, Reader};
 use crate::metrics::{answer_f1, bleu1, locomo_normalize, token_f1};
-use crate::retention::{score_conversation, Mode, Plan};
+use crate::retention::{score_conversation, Plan};
+use crate::Mode;
 
 fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-9
