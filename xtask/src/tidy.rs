@@ -62,6 +62,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             problems.push(format!("{at}: missing `[lints] workspace = true`"));
         }
         problems.extend(unused_dependencies(&at, manifest.parent().unwrap_or(root), &doc)?);
+        problems.extend(import_circles(root, &manifest.parent().unwrap_or(root).join("src"))?);
         for section in ["dependencies", "dev-dependencies", "build-dependencies"] {
             let Some(deps) = doc.get(section).and_then(toml::Value::as_table) else {
                 continue;
@@ -320,6 +321,87 @@ fn names_crate(code: &str, ident: &str) -> bool {
     })
 }
 
+/// Files of one crate that import each other, directly or through others (`a.rs` names
+/// `crate::b`, `b.rs` names `crate::a`): such files can only be read, changed and tested
+/// together, and the type they share belongs in a module below both. Only `crate::` paths
+/// outside comments and a trailing `#[cfg(test)] mod tests` count; the crate root, which
+/// declares every module, is not a node.
+fn import_circles(root: &Path, src: &Path) -> Result<Vec<String>> {
+    let files = rust_files(src)?;
+    let module = |file: &Path| -> String {
+        let rel = file.strip_prefix(src).unwrap_or(file).with_extension("");
+        let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+        match parts.as_slice() {
+            [only] if only == "lib" || only == "main" => String::new(),
+            [init @ .., last] if last == "mod" => init.join("::"),
+            all => all.join("::"),
+        }
+    };
+    let modules: Vec<String> = files.iter().map(|f| module(f)).collect();
+    let mut edges: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); files.len()];
+    for (from, file) in files.iter().enumerate() {
+        let text = std::fs::read_to_string(file).with_context(|| file.display().to_string())?;
+        let code = text.split("#[cfg(test)]\nmod tests {").next().unwrap_or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            for (at, _) in line.match_indices("crate::") {
+                if line[..at].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let path = &line[at + "crate::".len()..];
+                let path =
+                    &path[..path.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':')).unwrap_or(path.len())];
+                let segments: Vec<&str> = path.split("::").collect();
+                let target = (1..=segments.len())
+                    .rev()
+                    .find_map(|k| modules.iter().position(|m| !m.is_empty() && *m == segments[..k].join("::")));
+                // `use crate::{a, b::X}` names several modules in one path.
+                let mut targets: Vec<usize> = target.into_iter().collect();
+                if let Some(list) = line[at..].strip_prefix("crate::{") {
+                    let list = &list[..list.find('}').unwrap_or(list.len())];
+                    for item in list.split(',') {
+                        let first = item.trim().split("::").next().unwrap_or_default();
+                        targets.extend(modules.iter().position(|m| !m.is_empty() && m == first));
+                    }
+                }
+                for to in targets {
+                    if to != from && !modules[from].is_empty() {
+                        edges[from].insert(to);
+                    }
+                }
+            }
+        }
+    }
+    let reach = |start: usize| -> BTreeSet<usize> {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![start];
+        while let Some(n) = stack.pop() {
+            for &m in &edges[n] {
+                if seen.insert(m) {
+                    stack.push(m);
+                }
+            }
+        }
+        seen
+    };
+    let reached: Vec<BTreeSet<usize>> = (0..files.len()).map(reach).collect();
+    let mut reported: BTreeSet<usize> = BTreeSet::new();
+    let mut problems = Vec::new();
+    for a in 0..files.len() {
+        if reported.contains(&a) || !reached[a].contains(&a) {
+            continue;
+        }
+        let circle: Vec<usize> =
+            (0..files.len()).filter(|&b| reached[a].contains(&b) && reached[b].contains(&a)).collect();
+        reported.extend(&circle);
+        let names: Vec<String> = circle.iter().map(|&k| rel(root, &files[k])).collect();
+        problems.push(format!(
+            "{}: import each other (a circle); move what they share to a module below them",
+            names.join(", ")
+        ));
+    }
+    Ok(problems)
+}
+
 fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     let mut out = Vec::new();
     if !dir.exists() {
@@ -421,6 +503,32 @@ mod tests {
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("[dependencies] serde is not used by the code"), "{problems:?}");
         assert!(problems[1].contains("serde_json is listed as features-only but the code uses it"), "{problems:?}");
+    }
+
+    #[test]
+    fn files_that_import_each_other_are_caught() {
+        let dir = std::env::temp_dir().join(format!("strata-circles-{}", std::process::id()));
+        let src = dir.join("src");
+        std::fs::create_dir_all(src.join("d")).unwrap();
+        let files = [
+            ("lib.rs", "//! x\nmod a; mod b; mod c; mod d;\nuse crate::a::A;\n"),
+            ("a.rs", "//! a\nuse crate::b::B;\n// crate::c::C in a comment\n"),
+            ("b.rs", "//! b\nuse crate::{d::D, e};\nfn f() { crate::a::g() }\n"),
+            ("c.rs", "//! c\nuse crate::a::A;\n#[cfg(test)]\nmod tests {\n    use crate::c::x;\n}\n"),
+            ("d/mod.rs", "//! d\nuse crate::c;\nuse my_crate::b;\n"),
+        ];
+        for (name, text) in files {
+            std::fs::write(src.join(name), text).unwrap();
+        }
+        let found = import_circles(&dir, &src).unwrap();
+        // a -> b -> a, and b -> d -> c -> a -> b: one circle of four files.
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("src/a.rs, src/b.rs, src/c.rs, src/d/mod.rs: import each other"), "{found:?}");
+        std::fs::write(src.join("d/mod.rs"), "//! d\n").unwrap();
+        let found = import_circles(&dir, &src).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert!(found[0].starts_with("src/a.rs, src/b.rs: import each other"), "{found:?}");
     }
 
     #[test]
