@@ -15,7 +15,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use strata_candle::{Backend, GgufGenerator, ModelSpec, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M};
+use strata_candle::{GgufGenerator, Implementation, ModelSpec, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M};
 
 const RUNS: usize = 3;
 const GENERATE: usize = 64;
@@ -93,7 +93,7 @@ fn same_prefix(a: &[u32], b: &[u32]) -> usize {
 fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, llama: Option<&Path>, tokens: usize) {
     let path = models.join(spec.folder).join(spec.files[0].name);
     strata_candle::verify(&models.join(spec.folder), spec).unwrap_or_else(|e| panic!("{e}"));
-    let ours = GgufGenerator::load_with(&path, spec.folder, Backend::Int8).unwrap();
+    let ours = GgufGenerator::load_with(&path, spec.folder, Implementation::Int8).unwrap();
     let ids = prompt(&ours, root, tokens);
     let (ip, it, int8_ids) = time_candle(&ours, &ids);
     drop(ours);
@@ -104,7 +104,7 @@ fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, llama: Op
         return;
     };
     let stock = (std::env::var("STRATA_BENCH_STOCK").as_deref() != Ok("0")).then(|| {
-        let g = GgufGenerator::load_with(&path, spec.folder, Backend::Candle).unwrap();
+        let g = GgufGenerator::load_with(&path, spec.folder, Implementation::Candle).unwrap();
         time_candle(&g, &ids)
     });
     let tmp = std::env::temp_dir().join(format!("strata-gen-bench-{}.json", std::process::id()));

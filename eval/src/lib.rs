@@ -37,7 +37,7 @@ use strata::StrategiesConfig;
 use strata_core::Strategy;
 
 use crate::report::Run;
-use crate::retention::{BuildRecord, ContextRecord, Plan, ProbeRecord};
+use crate::retention::{BuildRecord, ContextRecord, ProbeRecord, Sweep};
 use crate::suite::Dataset;
 
 /// An error caused by the user's input: the CLI exits with status 2.
@@ -399,7 +399,7 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             Some(_) if suites.retention => Some(sample(dataset, config.sample, taken)?),
             _ => None,
         };
-        let plan = Plan {
+        let plan = Sweep {
             dataset: &dataset.name,
             strategies: &strategies,
             budgets: &budgets,

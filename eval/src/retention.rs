@@ -59,7 +59,7 @@ pub struct BuildRecord {
 }
 
 /// What to run on each conversation.
-pub struct Plan<'a> {
+pub struct Sweep<'a> {
     pub dataset: &'a str,
     pub strategies: &'a [Arc<dyn Strategy>],
     pub budgets: &'a [usize],
@@ -89,9 +89,9 @@ pub struct ContextRecord {
     pub context: Context,
 }
 
-impl std::fmt::Debug for Plan<'_> {
+impl std::fmt::Debug for Sweep<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Plan").field("dataset", &self.dataset).field("budgets", &self.budgets).finish()
+        f.debug_struct("Sweep").field("dataset", &self.dataset).field("budgets", &self.budgets).finish()
     }
 }
 
@@ -121,7 +121,7 @@ pub(crate) fn is_abstention(p: &Probe) -> bool {
 /// Probes are grouped by the turn they are asked after; the history grows turn by turn to each
 /// position in order, so a conversation is tokenised once whatever its number of probes. In
 /// question-agnostic mode one context serves every probe at a position.
-pub fn score_conversation(plan: &Plan<'_>, index: usize, conversation: &Conversation) -> Result<Records> {
+pub fn score_conversation(plan: &Sweep<'_>, index: usize, conversation: &Conversation) -> Result<Records> {
     let mut probes_at: Vec<(usize, usize)> = Vec::new();
     for (pi, p) in conversation.probes.iter().enumerate() {
         let pos = match &p.after {
@@ -278,7 +278,7 @@ pub fn score_conversation(plan: &Plan<'_>, index: usize, conversation: &Conversa
 
 #[allow(clippy::too_many_arguments)]
 fn score(
-    plan: &Plan<'_>,
+    plan: &Sweep<'_>,
     index: usize,
     conversation: &Conversation,
     probe_index: usize,

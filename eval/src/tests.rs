@@ -136,7 +136,7 @@ fn the_harness_holds_every_bounded_strategy_to_its_budget() {
 
     use strata_core::{Context, Conversation, History, Probe, Role, Strategy, StrategyError, Turn};
 
-    use crate::retention::{score_conversation, Plan};
+    use crate::retention::{score_conversation, Sweep};
     use crate::Mode;
 
     /// Sends every turn, as `full` does, but claims to be bounded.
@@ -172,7 +172,7 @@ fn the_harness_holds_every_bounded_strategy_to_its_budget() {
     };
     let score = |bounded: bool, budget: usize| {
         let strategies: Vec<Arc<dyn Strategy>> = vec![Arc::new(Everything { bounded })];
-        let plan = Plan {
+        let plan = Sweep {
             dataset: "d",
             strategies: &strategies,
             budgets: &[budget],
@@ -206,7 +206,7 @@ fn aware_mode_alone_records_every_build_of_a_question_aware_strategy() {
 
     use strata_core::{Context, Conversation, History, Probe, Role, Strategy, StrategyError, Turn};
 
-    use crate::retention::{score_conversation, Plan};
+    use crate::retention::{score_conversation, Sweep};
     use crate::Mode;
 
     /// Records the question of each call.
@@ -242,7 +242,7 @@ fn aware_mode_alone_records_every_build_of_a_question_aware_strategy() {
     let run = |modes: &[Mode]| {
         let asked = Arc::new(Asked::default());
         let strategies: Vec<Arc<dyn Strategy>> = vec![asked.clone()];
-        let plan = Plan {
+        let plan = Sweep {
             dataset: "d",
             strategies: &strategies,
             budgets: &[100],

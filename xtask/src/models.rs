@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use strata_models::table::{Layout, Model, MODELS};
+use strata_models::table::{Model, Packing, MODELS};
 
 pub(crate) fn models_dir(root: &Path) -> PathBuf {
     std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"))
@@ -189,8 +189,8 @@ pub(crate) fn fetch(root: &Path, names: &[String]) -> Result<()> {
             let _ = std::fs::remove_file(&tmp);
             // The parts concatenated: the file itself, or the stretch of an archive holding it.
             let joined = match f.layout {
-                Layout::Whole => tmp.clone(),
-                Layout::ZipMember { .. } => scratch.join("archive.partial"),
+                Packing::Whole => tmp.clone(),
+                Packing::ZipMember { .. } => scratch.join("archive.partial"),
             };
             let _ = std::fs::remove_file(&joined);
             for part in f.parts {
@@ -210,7 +210,7 @@ pub(crate) fn fetch(root: &Path, names: &[String]) -> Result<()> {
                     std::fs::remove_dir_all(&wheel_dir)?;
                 }
             }
-            if let Layout::ZipMember { offset, name, compressed, crc32 } = f.layout {
+            if let Packing::ZipMember { offset, name, compressed, crc32 } = f.layout {
                 unzip_member(&joined, offset, name, compressed, crc32, &tmp)?;
                 std::fs::remove_file(&joined)?;
             }

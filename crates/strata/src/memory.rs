@@ -19,7 +19,7 @@ use crate::embedding::{embed_turns, EmbedQueue};
 use crate::error::MemoryError;
 use crate::ranker::Rankings;
 use crate::recall::{self, Reranking};
-use crate::worker::{self, Job, SpanKey, Summaries};
+use crate::worker::{self, SpanKey, Summaries, SummaryJob};
 
 mod context;
 
@@ -629,7 +629,7 @@ impl Memory {
                 },
             };
             let turns = snap.history.turns()[key.start..key.end].to_vec();
-            self.summaries.submit(Job { key, turns, config: summary });
+            self.summaries.submit(SummaryJob { key, turns, config: summary });
         }
     }
 

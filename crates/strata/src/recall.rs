@@ -152,7 +152,7 @@ impl<'a> Query<'a> {
 }
 
 /// Turn positions with their scores, best first.
-pub(crate) type Ranked = Vec<(usize, f32)>;
+pub(crate) type TurnScores = Vec<(usize, f32)>;
 
 /// One stage of recall: it takes the weighted rankings the stages before it made and returns
 /// new ones. An experiment adds a stage rather than fields.
@@ -161,15 +161,20 @@ pub(crate) trait Stage: Sync {
         &self,
         at: &Input<'_>,
         query: &Query<'_>,
-        rankings: Vec<(f32, Ranked)>,
-    ) -> Result<Vec<(f32, Ranked)>, MemoryError>;
+        rankings: Vec<(f32, TurnScores)>,
+    ) -> Result<Vec<(f32, TurnScores)>, MemoryError>;
 }
 
 /// The store's fused BM25 + dense ranking, once per search of the query.
 struct StoreFusion;
 
 impl Stage for StoreFusion {
-    fn run(&self, at: &Input<'_>, query: &Query<'_>, _: Vec<(f32, Ranked)>) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+    fn run(
+        &self,
+        at: &Input<'_>,
+        query: &Query<'_>,
+        _: Vec<(f32, TurnScores)>,
+    ) -> Result<Vec<(f32, TurnScores)>, MemoryError> {
         query
             .searches
             .iter()
@@ -197,8 +202,8 @@ impl Stage for Surroundings {
         &self,
         at: &Input<'_>,
         query: &Query<'_>,
-        rankings: Vec<(f32, Ranked)>,
-    ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+        rankings: Vec<(f32, TurnScores)>,
+    ) -> Result<Vec<(f32, TurnScores)>, MemoryError> {
         let named = named_speakers(&at.grouping.speakers, query.text);
         Ok(rankings.into_iter().map(|(w, ranked)| (w, rescore(at, &named, &ranked))).collect())
     }
@@ -212,8 +217,8 @@ impl Stage for Combine {
         &self,
         _: &Input<'_>,
         _: &Query<'_>,
-        rankings: Vec<(f32, Ranked)>,
-    ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+        rankings: Vec<(f32, TurnScores)>,
+    ) -> Result<Vec<(f32, TurnScores)>, MemoryError> {
         Ok(if rankings.len() == 1 { rankings } else { vec![(1.0, combine(&rankings))] })
     }
 }
@@ -313,8 +318,8 @@ impl Stage for Rerank {
         &self,
         at: &Input<'_>,
         query: &Query<'_>,
-        rankings: Vec<(f32, Ranked)>,
-    ) -> Result<Vec<(f32, Ranked)>, MemoryError> {
+        rankings: Vec<(f32, TurnScores)>,
+    ) -> Result<Vec<(f32, TurnScores)>, MemoryError> {
         let (Some(rr), [(_, ranked)]) = (at.reranker, rankings.as_slice()) else { return Ok(rankings) };
         let Some(&(_, top)) = ranked.first() else { return Ok(rankings) };
         // Units (bursts), in fused order.
@@ -366,7 +371,7 @@ impl Stage for Rerank {
         let order: Vec<usize> = (0..keep).chain(scored.into_iter().map(|u| keep + u)).collect();
         // Units so placed rank first, scored 1 to 2 by their place; every other turn keeps its
         // fused score scaled to at most 1, so that scores stay positive and in this order.
-        let mut out: Ranked = Vec::with_capacity(ranked.len());
+        let mut out: TurnScores = Vec::with_capacity(ranked.len());
         let mut placed = BTreeSet::new();
         let n = order.len() as f32;
         for (rank, u) in order.into_iter().enumerate() {
@@ -391,7 +396,7 @@ fn passage(turns: &[Turn]) -> String {
 const STAGES: &[&dyn Stage] = &[&StoreFusion, &Surroundings, &Combine, &Rerank];
 
 /// Turn positions for the query, best first: every turn with a positive score.
-pub(crate) fn rank(at: &Input<'_>, query: &Query<'_>) -> Result<Ranked, MemoryError> {
+pub(crate) fn rank(at: &Input<'_>, query: &Query<'_>) -> Result<TurnScores, MemoryError> {
     let mut rankings = Vec::new();
     for stage in STAGES {
         rankings = stage.run(at, query, rankings)?;
@@ -400,7 +405,7 @@ pub(crate) fn rank(at: &Input<'_>, query: &Query<'_>) -> Result<Ranked, MemoryEr
 }
 
 /// A ranking from the store re-scored by bursts, neighbours and the named speaker.
-fn rescore(at: &Input<'_>, named: &BTreeSet<String>, ranked: &Ranked) -> Ranked {
+fn rescore(at: &Input<'_>, named: &BTreeSet<String>, ranked: &TurnScores) -> TurnScores {
     let (turns, grouping, config) = (at.turns, at.grouping, at.config);
     let mut base = vec![0f32; turns.len()];
     for &(i, score) in ranked {

@@ -19,7 +19,7 @@ pub(crate) struct SpanKey {
 }
 
 #[derive(Debug)]
-pub(crate) struct Job {
+pub(crate) struct SummaryJob {
     pub(crate) key: SpanKey,
     pub(crate) turns: Vec<Turn>,
     pub(crate) config: SummaryConfig,
@@ -36,7 +36,7 @@ pub(crate) struct Summaries {
 }
 
 impl Work for Summaries {
-    type Job = Job;
+    type Job = SummaryJob;
     type Done = (SpanKey, Option<Summary>);
 
     fn what(&self) -> &'static str {
@@ -47,7 +47,7 @@ impl Work for Summaries {
         self.generator.is_some()
     }
 
-    fn run(&mut self, jobs: Vec<Job>, out: &Outbox<'_, Self::Done>) {
+    fn run(&mut self, jobs: Vec<SummaryJob>, out: &Outbox<'_, Self::Done>) {
         for job in jobs {
             // Jobs not started when the memory closes are left: their spans are summarised
             // again after a reopen.
@@ -60,7 +60,7 @@ impl Work for Summaries {
 }
 
 impl Summaries {
-    fn summarize(&self, job: &Job, out: &Outbox<'_, (SpanKey, Option<Summary>)>) -> Option<Summary> {
+    fn summarize(&self, job: &SummaryJob, out: &Outbox<'_, (SpanKey, Option<Summary>)>) -> Option<Summary> {
         // A summarizer that panics loses its summary, never the thread.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let summarize = || {

@@ -12,7 +12,7 @@ use strata_core::{
 
 use super::{ask, verdict, Question, Reader};
 use crate::metrics::{answer_f1, bleu1, locomo_normalize, token_f1};
-use crate::retention::{score_conversation, Plan};
+use crate::retention::{score_conversation, Sweep};
 use crate::Mode;
 
 fn close(a: f64, b: f64) -> bool {
@@ -142,7 +142,7 @@ fn questions() -> Vec<Question> {
     };
     let strategies: Vec<Arc<dyn Strategy>> = vec![Arc::new(Everything)];
     let asked: BTreeSet<(usize, usize)> = [(0, 0), (0, 1), (0, 2)].into();
-    let plan = Plan {
+    let plan = Sweep {
         dataset: "d",
         strategies: &strategies,
         budgets: &[1000],
