@@ -34,23 +34,11 @@ use anyhow::{bail, Context as _, Result};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use strata::StrategiesConfig;
-use strata_core::Strategy;
+use strata_core::{BadInput, Strategy};
 
 use crate::report::Run;
 use crate::retention::{BuildRecord, ContextRecord, ProbeRecord, Sweep};
 use crate::suite::Dataset;
-
-/// An error caused by the user's input: the CLI exits with status 2.
-#[derive(Debug)]
-pub struct BadInput(pub String);
-
-impl std::fmt::Display for BadInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadInput {}
 
 /// Whether `e` was caused by what the user gave (a file that does not load, an unknown
 /// strategy or tokenizer, a bad config, weights missing or not the pinned ones, a store file

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 use strata_core::{Conversation, Embedder};
-use strata_topic::{Method, TopicConfig};
+use strata_topic::TopicConfig;
 
 use crate::metrics::{boundary_bits, boundary_f1, pk, window_diff, window_size};
 
@@ -73,26 +73,6 @@ impl Segmenter for Detector {
     }
 }
 
-/// The detector configuration a segmenter name selects, if it is one: `fixed` (the seed's
-/// 0.7 rule) or `fixed-T`, `depth` or `depth-W-C` (window W, cutoff C), `combined` (the
-/// default detector: depth, cue phrases and time gaps).
-pub fn detector_config(name: &str) -> Option<TopicConfig> {
-    let parts: Vec<&str> = name.split('-').collect();
-    match parts.as_slice() {
-        ["fixed"] => Some(TopicConfig::seed_fixed()),
-        ["fixed", t] => {
-            Some(TopicConfig { method: Method::Fixed { threshold: t.parse().ok()? }, ..TopicConfig::seed_fixed() })
-        }
-        ["depth"] => Some(TopicConfig::depth_only()),
-        ["depth", w, c] => Some(TopicConfig {
-            method: Method::Depth { window: w.parse().ok()?, cutoff: c.parse().ok()? },
-            ..TopicConfig::depth_only()
-        }),
-        ["combined"] => Some(TopicConfig::default()),
-        _ => None,
-    }
-}
-
 /// The segmenter a name selects; detectors get `embedder`, loaded only when one is named.
 pub fn by_name(name: &str, embedder: &mut dyn FnMut() -> Result<Arc<dyn Embedder>>) -> Result<Box<dyn Segmenter>> {
     if name == "none" {
@@ -101,7 +81,7 @@ pub fn by_name(name: &str, embedder: &mut dyn FnMut() -> Result<Arc<dyn Embedder
     if let Some(n) = name.strip_prefix("even-").and_then(|n| n.parse::<usize>().ok()).filter(|&n| n > 0) {
         return Ok(Box::new(Even { name: name.to_string(), every: n }));
     }
-    if let Some(config) = detector_config(name) {
+    if let Some(config) = TopicConfig::from_name(name) {
         return Ok(Box::new(Detector { name: name.to_string(), config, embedder: embedder()? }));
     }
     bail!(crate::BadInput(format!(

@@ -64,7 +64,7 @@ enum Command {
 }
 
 /// An error caused by what the user gave us; exits with status 2.
-pub(crate) use strata_eval::BadInput;
+pub(crate) use strata_core::BadInput;
 
 fn exit_code(e: &anyhow::Error) -> u8 {
     let bad_input = strata_eval::is_bad_input(e)

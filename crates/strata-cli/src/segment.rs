@@ -28,7 +28,7 @@ pub(crate) struct Args {
 }
 
 pub(crate) fn run(args: Args) -> Result<String> {
-    let config = strata_eval::segmentation::detector_config(&args.method).ok_or_else(|| {
+    let config = strata_topic::TopicConfig::from_name(&args.method).ok_or_else(|| {
         BadInput(format!("unknown method `{}`: expected combined, depth, fixed, depth-W-C or fixed-T", args.method))
     })?;
     let loaded = load(&args.input)?;

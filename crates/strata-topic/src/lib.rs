@@ -150,6 +150,26 @@ impl TopicConfig {
     pub fn depth_only() -> TopicConfig {
         TopicConfig { cue_phrases: Vec::new(), time_gap_seconds: None, ..TopicConfig::default() }
     }
+
+    /// The detector a name selects, if it is one: `fixed` (the seed's 0.7 rule) or `fixed-T`,
+    /// `depth` or `depth-W-C` (window W, cutoff C), `combined` (the default detector: depth,
+    /// cue phrases and time gaps).
+    pub fn from_name(name: &str) -> Option<TopicConfig> {
+        let parts: Vec<&str> = name.split('-').collect();
+        match parts.as_slice() {
+            ["fixed"] => Some(TopicConfig::seed_fixed()),
+            ["fixed", t] => {
+                Some(TopicConfig { method: Method::Fixed { threshold: t.parse().ok()? }, ..TopicConfig::seed_fixed() })
+            }
+            ["depth"] => Some(TopicConfig::depth_only()),
+            ["depth", w, c] => Some(TopicConfig {
+                method: Method::Depth { window: w.parse().ok()?, cutoff: c.parse().ok()? },
+                ..TopicConfig::depth_only()
+            }),
+            ["combined"] => Some(TopicConfig::default()),
+            _ => None,
+        }
+    }
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {

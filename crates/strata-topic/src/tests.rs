@@ -208,3 +208,18 @@ fn the_tracker_matches_the_batch_with_the_shipped_limits() {
     }
     assert!(tracker.boundaries().len() > 100, "{}", tracker.boundaries().len());
 }
+
+#[test]
+fn detector_names_select_their_configs_and_nothing_else() {
+    assert_eq!(TopicConfig::from_name("combined"), Some(TopicConfig::default()));
+    assert_eq!(TopicConfig::from_name("fixed"), Some(TopicConfig::seed_fixed()));
+    assert_eq!(TopicConfig::from_name("depth"), Some(TopicConfig::depth_only()));
+    let fixed = TopicConfig::from_name("fixed-0.5").unwrap();
+    assert!(matches!(fixed.method, Method::Fixed { threshold } if threshold == 0.5));
+    assert!(fixed.cue_phrases.is_empty());
+    let depth = TopicConfig::from_name("depth-3-0.4").unwrap();
+    assert!(matches!(depth.method, Method::Depth { window: 3, cutoff } if cutoff == 0.4));
+    for bad in ["", "none", "even-10", "fixed-x", "depth-3", "depth-a-0.4", "combined-1"] {
+        assert_eq!(TopicConfig::from_name(bad), None, "{bad}");
+    }
+}
