@@ -11,14 +11,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use strata_candle::{locate, BertEmbedder, EmbedderConfig, Precision, MINILM};
+use strata_candle::{BertEmbedder, EmbedderConfig, Precision};
+use strata_models::Kind;
 
 const RUNS: usize = 5;
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let models = std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"));
-    let dir = locate(Some(&models.join(MINILM.folder)), &MINILM).unwrap_or_else(|e| panic!("{e}"));
+    let models = strata_models::dir(None);
+    let (dir, minilm) = strata_models::pinned(Kind::Embedder, "minilm", &models).unwrap_or_else(|e| panic!("{e}"));
     let sentences = strata_benches::sentences(1000);
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
     let words: usize = sentences.iter().map(|s| s.split_whitespace().count()).sum();
@@ -32,7 +33,7 @@ fn main() {
     // STRATA_BENCH_QUICK=1 skips the reference, for profiling runs; STRATA_BENCH_QUICK=f32
     // measures candle F32 alone.
     let quick = std::env::var("STRATA_BENCH_QUICK").ok();
-    let f32_model = BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default()).expect("F32 model");
+    let f32_model = BertEmbedder::load(&dir, minilm.name, EmbedderConfig::default()).expect("F32 model");
     let (f32_secs, f32_vecs) = strata_benches::time_embedder(&f32_model, &texts, RUNS);
     if quick.as_deref() == Some("f32") {
         println!("candle F32: {:.1} sentences/s", texts.len() as f64 / f32_secs);
@@ -40,7 +41,7 @@ fn main() {
     }
     let q8_model = BertEmbedder::load(
         &dir,
-        MINILM.folder,
+        minilm.name,
         EmbedderConfig { precision: Precision::Int8, ..EmbedderConfig::default() },
     )
     .expect("Int8 model");

@@ -15,7 +15,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use strata_candle::{GgufGenerator, Implementation, ModelSpec, QWEN_CODER_05B, QWEN_CODER_15B, SMOLLM2_135M};
+use strata_candle::{GgufGenerator, Implementation};
+use strata_models::table::Model;
+use strata_models::Kind;
 
 const RUNS: usize = 3;
 const GENERATE: usize = 64;
@@ -49,7 +51,7 @@ fn prompt(g: &GgufGenerator, root: &Path, tokens: usize) -> Vec<u32> {
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let models = std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"));
+    let models = strata_models::dir(None);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let quick = std::env::var_os("STRATA_BENCH_QUICK").is_some();
     let tokens = match std::env::var("STRATA_BENCH_PROMPT") {
@@ -61,9 +63,10 @@ fn main() {
     println!("| --- | --- | ---: | ---: | ---: | ---: |");
     // STRATA_BENCH_MODELS picks models by folder name (comma-separated substrings).
     let pick = std::env::var("STRATA_BENCH_MODELS").unwrap_or_default();
-    for spec in [SMOLLM2_135M, QWEN_CODER_05B, QWEN_CODER_15B] {
-        if pick.is_empty() || pick.split(',').any(|p| spec.folder.contains(p)) {
-            bench(&spec, &models, &root, threads, llama.as_deref(), tokens);
+    for alias in strata_models::aliases(Kind::Generator) {
+        let model = strata_models::table::find(Kind::Generator, alias).expect("a generator of the table");
+        if pick.is_empty() || pick.split(',').any(|p| model.name.contains(p)) {
+            bench(model, &models, &root, threads, llama.as_deref(), tokens);
         }
     }
 }
@@ -90,21 +93,21 @@ fn same_prefix(a: &[u32], b: &[u32]) -> usize {
 }
 
 /// `llama`: where llama-cpp-python is installed, or `None` to time our engine alone.
-fn bench(spec: &ModelSpec, models: &Path, root: &Path, threads: usize, llama: Option<&Path>, tokens: usize) {
-    let path = models.join(spec.folder).join(spec.files[0].name);
-    strata_candle::verify(&models.join(spec.folder), spec).unwrap_or_else(|e| panic!("{e}"));
-    let ours = GgufGenerator::load_with(&path, spec.folder, Implementation::Int8).unwrap();
+fn bench(spec: &'static Model, models: &Path, root: &Path, threads: usize, llama: Option<&Path>, tokens: usize) {
+    strata_models::pinned(Kind::Generator, spec.alias, models).unwrap_or_else(|e| panic!("{e}"));
+    let path = models.join(spec.files[0].out);
+    let ours = GgufGenerator::load_with(&path, spec.name, Implementation::Int8).unwrap();
     let ids = prompt(&ours, root, tokens);
     let (ip, it, int8_ids) = time_candle(&ours, &ids);
     drop(ours);
-    let name = format!("{} ({} prompt tokens)", spec.folder, ids.len());
+    let name = format!("{} ({} prompt tokens)", spec.name, ids.len());
     let Some(llama) = llama else {
         // Quick runs profile our path alone.
         println!("| {name} | strata-candle (int8 prompt, 4-bit steps) | {ip:.1} | {it:.1} | | |");
         return;
     };
     let stock = (std::env::var("STRATA_BENCH_STOCK").as_deref() != Ok("0")).then(|| {
-        let g = GgufGenerator::load_with(&path, spec.folder, Implementation::Candle).unwrap();
+        let g = GgufGenerator::load_with(&path, spec.name, Implementation::Candle).unwrap();
         time_candle(&g, &ids)
     });
     let tmp = std::env::temp_dir().join(format!("strata-gen-bench-{}.json", std::process::id()));

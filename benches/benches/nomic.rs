@@ -14,16 +14,17 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use strata_candle::{locate, BertEmbedder, EmbedderConfig, Precision, MINILM, NOMIC_EMBED_V15};
+use strata_candle::{BertEmbedder, EmbedderConfig, Precision};
+use strata_models::Kind;
 
 const RUNS: usize = 3;
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let models = std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"));
-    let dir = locate(Some(&models.join(NOMIC_EMBED_V15.folder)), &NOMIC_EMBED_V15).unwrap_or_else(|e| panic!("{e}"));
-    let vocab = locate(Some(&models.join(MINILM.folder)), &MINILM).unwrap_or_else(|e| panic!("{e}"));
-    let gguf = dir.join(NOMIC_EMBED_V15.files[0].name);
+    let models = strata_models::dir(None);
+    let pinned = |name| strata_models::pinned(Kind::Embedder, name, &models).unwrap_or_else(|e| panic!("{e}"));
+    let ((_, nomic), (vocab, _)) = (pinned("nomic"), pinned("minilm"));
+    let gguf = models.join(nomic.files[0].out);
     let sentences = strata_benches::sentences(1000);
     let texts: Vec<&str> = sentences.iter().map(String::as_str).collect();
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());

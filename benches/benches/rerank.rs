@@ -14,10 +14,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use strata_candle::{
-    locate, BertEmbedder, CrossEncoder, EmbedderConfig, Precision, RerankConfig, BGE_SMALL, MS_MARCO_MINILM,
-};
+use strata_candle::{BertEmbedder, CrossEncoder, EmbedderConfig, Precision, RerankConfig};
 use strata_core::Embedder;
+use strata_models::Kind;
 
 const RUNS: usize = 5;
 
@@ -27,7 +26,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let models = std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"));
+    let models = strata_models::dir(None);
     let data = std::env::var_os("STRATA_DATA").map(PathBuf::from).unwrap_or_else(|| root.join("../shared/datasets"));
     let pairs = strata_benches::locomo_pairs(
         &data.join("locomo/locomo10.json"),
@@ -46,19 +45,19 @@ fn main() {
         queries.len() + documents.len()
     );
 
-    let dir = locate(Some(&models.join(MS_MARCO_MINILM.folder)), &MS_MARCO_MINILM).unwrap_or_else(|e| panic!("{e}"));
+    let (dir, msmarco) = strata_models::pinned(Kind::Reranker, "msmarco", &models).unwrap_or_else(|e| panic!("{e}"));
     let mut ours = Vec::new();
     for precision in [Precision::Int8, Precision::F32] {
         let config = RerankConfig { precision, ..RerankConfig::default() };
-        let model = CrossEncoder::load(&dir, MS_MARCO_MINILM.folder, config).expect("cross-encoder");
+        let model = CrossEncoder::load(&dir, msmarco.name, config).expect("cross-encoder");
         let (secs, logits) = strata_benches::median_of(RUNS, || model.score_pairs(&refs).expect("scores"));
         ours.push((precision, secs, logits));
     }
-    let bge_dir = locate(Some(&models.join(BGE_SMALL.folder)), &BGE_SMALL).unwrap_or_else(|e| panic!("{e}"));
+    let (bge_dir, bge_model) = strata_models::pinned(Kind::Embedder, "bge", &models).unwrap_or_else(|e| panic!("{e}"));
     let mut bge_runs = Vec::new();
     for precision in [Precision::F32, Precision::Int8] {
         let config = EmbedderConfig { max_tokens: 512, precision, ..EmbedderConfig::default() };
-        let bge = BertEmbedder::load_bge(&bge_dir, BGE_SMALL.folder, config).expect("bge");
+        let bge = BertEmbedder::load_bge(&bge_dir, bge_model.name, config).expect("bge");
         let (secs, vecs) = strata_benches::median_of(RUNS, || {
             let mut v = bge.embed_query(&queries).expect("queries");
             v.extend(bge.embed(&documents).expect("documents"));

@@ -16,8 +16,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use strata::{Clock, Memory, MemoryConfig, Parts};
-use strata_candle::{locate, BertEmbedder, CachedEmbedder, EmbedderConfig, MINILM};
+use strata_candle::{BertEmbedder, EmbedderConfig};
 use strata_core::{Embedder, RecallQuery, Timestamp, Turn};
+use strata_models::{CachedEmbedder, Kind};
 use strata_store::{SqliteStore, Store, TurnVectors};
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
@@ -235,9 +236,9 @@ fn rusqlite_floor(path: &std::path::Path, turns: &[Turn]) -> f64 {
 
 fn main() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let models = std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"));
-    let dir = locate(Some(&models.join(MINILM.folder)), &MINILM).unwrap_or_else(|e| panic!("{e}"));
-    let load = || BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig::default()).expect("MiniLM");
+    let models = strata_models::dir(None);
+    let (dir, minilm) = strata_models::pinned(Kind::Embedder, "minilm", &models).unwrap_or_else(|e| panic!("{e}"));
+    let load = || BertEmbedder::load(&dir, minilm.name, EmbedderConfig::default()).expect("MiniLM");
     let model: Arc<dyn Embedder> = Arc::new(load());
     let cached = CachedEmbedder::open(load(), &models.join(".cache")).expect("cache");
     let corpus = corpus(&cached);

@@ -53,9 +53,7 @@ pub fn is_bad_input(e: &anyhow::Error) -> bool {
             || c.is::<strata_tokens::TokenizerError>()
             || c.is::<strata_core::HistoryError>()
             || c.is::<BadInput>()
-            || c.downcast_ref::<strata_models::OpenError>().is_some_and(strata_models::OpenError::is_bad_input)
-            || c.downcast_ref::<strata_candle::ModelError>()
-                .is_some_and(|m| !matches!(m, strata_candle::ModelError::Run { .. }))
+            || c.downcast_ref::<strata_models::ModelError>().is_some_and(strata_models::ModelError::is_bad_input)
             || c.downcast_ref::<strata_core::StoreError>().is_some_and(store_refused)
             || c.downcast_ref::<strata::MemoryError>().is_some_and(|m| match m {
                 strata::MemoryError::Store(s) => store_refused(s),
@@ -118,8 +116,8 @@ pub struct EvalConfig {
     pub generator: Option<String>,
     /// Only the first N conversations of each dataset (abstractive runs are slow on CPU).
     pub limit: Option<usize>,
-    /// The sentence embedder of the tiered memory and the topic detectors: `minilm`, `nomic`,
-    /// or `none` (the tiered memory recalls by words alone; the topic detectors need one).
+    /// The sentence embedder of the tiered memory and the topic detectors (an alias of
+    /// [`strata_models::aliases`]), or `none` (the tiered memory recalls by words alone; the topic detectors need one).
     pub embedder: String,
     /// The cross-encoder that reranks the tiered memory's recall candidates: `msmarco` or
     /// `none`.
@@ -287,9 +285,10 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
             return Ok(e.clone());
         }
         if config.embedder == "none" {
-            bail!(BadInput(
-                "the topic detectors (fixed, depth, combined) need an embedder: pass --embedder minilm, nomic or bge, or --segmenter none,even-10".into()
-            ));
+            let known = strata_models::aliases(strata_models::Kind::Embedder).join(", ");
+            bail!(BadInput(format!(
+                "the topic detectors (fixed, depth, combined) need an embedder: pass --embedder {known}, or --segmenter none,even-10"
+            )));
         }
         let e = strata_models::cached_embedder(&config.embedder, &config.models_dir).with_context(|| {
             format!(

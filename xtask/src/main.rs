@@ -67,12 +67,12 @@ fn main() -> Result<()> {
         Some("eval") => {
             // The default run includes the tiered memory, which embeds with MiniLM: make sure
             // the pinned weights are there (a no-op once they are).
-            models::fetch(&root(), &["minilm".to_string()])?;
+            models::fetch(&["minilm".to_string()])?;
             cargo_run_release(&[&["eval"], &rest.iter().map(String::as_str).collect::<Vec<_>>()[..]].concat())
         }
         Some("gen-probes") => gen_probes(rest),
         Some("fetch-datasets") => datasets::fetch(&root(), rest.iter().any(|a| a == "--check")),
-        Some("fetch-models") => models::command(&root(), rest),
+        Some("fetch-models") => models::command(rest),
         Some("long-transcript") => long_transcript(rest),
         Some("serve-load") => serve_load::run(&root(), rest),
         Some("serve-e2e") => serve_e2e::run(&root(), rest),
@@ -195,7 +195,7 @@ fn gen_probes(args: &[String]) -> Result<()> {
         // templates fails, and a held-out one. Greedy decoding, so the files are the same
         // on every run of one machine; they are committed, since another CPU's arithmetic
         // may pick another token.
-        models::fetch(&root(), &["qwen1.5b".to_string()])?;
+        models::fetch(&["qwen1.5b".to_string()])?;
         for (from, to) in [
             (strata_probes::PROBES_DEV_FILE, strata_probes::PROBES_PARAPHRASED_FILE),
             (strata_probes::PROBES_HELDOUT_FILE, strata_probes::PROBES_HELDOUT_PARAPHRASED_FILE),

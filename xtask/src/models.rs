@@ -12,8 +12,9 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 use strata_models::table::{Model, Packing, MODELS};
 
-pub(crate) fn models_dir(root: &Path) -> PathBuf {
-    std::env::var_os("STRATA_MODELS").map(PathBuf::from).unwrap_or_else(|| root.join("models"))
+/// Where models go: the rule every command follows ([`strata_models::dir`]).
+pub(crate) fn models_dir() -> PathBuf {
+    strata_models::dir(None)
 }
 
 fn sha256_of(path: &Path) -> Result<String> {
@@ -108,9 +109,9 @@ const DEFAULTS: &[&str] = &["minilm"];
 
 /// `fetch-models [NAME...] [--all] [--list]`: the models named (by alias or folder name), or
 /// every model with `--all`, or those the defaults need; `--list` prints the table instead.
-pub(crate) fn command(root: &Path, args: &[String]) -> Result<()> {
+pub(crate) fn command(args: &[String]) -> Result<()> {
     if args.iter().any(|a| a == "--list") {
-        let dir = models_dir(root);
+        let dir = models_dir();
         println!("{:<10} {:<30} {:>8}  in {}", "name", "folder", "download", dir.display());
         for m in MODELS {
             let here = m.files.iter().all(|f| dir.join(f.out).exists());
@@ -120,7 +121,7 @@ pub(crate) fn command(root: &Path, args: &[String]) -> Result<()> {
     }
     if args.iter().any(|a| a == "--all") {
         let all: Vec<String> = MODELS.iter().map(|m| m.alias.to_string()).collect();
-        return fetch(root, &all);
+        return fetch(&all);
     }
     if let Some(flag) = args.iter().find(|a| a.starts_with('-')) {
         bail!("fetch-models: unknown option `{flag}` (NAME..., --all, --list)");
@@ -128,9 +129,9 @@ pub(crate) fn command(root: &Path, args: &[String]) -> Result<()> {
     if args.is_empty() {
         let rest: Vec<&str> = MODELS.iter().map(|m| m.alias).filter(|a| !DEFAULTS.contains(a)).collect();
         println!("fetch-models: the models the defaults need; the others by name ({}) or --all", rest.join(", "));
-        return fetch(root, &DEFAULTS.iter().map(|d| d.to_string()).collect::<Vec<_>>());
+        return fetch(&DEFAULTS.iter().map(|d| d.to_string()).collect::<Vec<_>>());
     }
-    fetch(root, args)
+    fetch(args)
 }
 
 /// Whether `name` selects `model`: its alias or its folder name, in any case.
@@ -139,8 +140,8 @@ fn answers_to(model: &Model, name: &str) -> bool {
 }
 
 /// Fetches the models named (alias or folder name, any case) whose files are not all in place.
-pub(crate) fn fetch(root: &Path, names: &[String]) -> Result<()> {
-    let dir = models_dir(root);
+pub(crate) fn fetch(names: &[String]) -> Result<()> {
+    let dir = models_dir();
     let scratch = dir.join(".download");
     for name in names {
         let known = MODELS.iter().any(|m| answers_to(m, name));

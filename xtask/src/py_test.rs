@@ -49,7 +49,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     // A fresh venv each time: the wheel must install on its own, as a user would install it.
     let python = venv(&work.join("test-venv"), TEST, true)?;
     pip(&python, &[wheel.to_str().context("wheel path")?])?;
-    let models = std::env::var_os("STRATA_MODELS").map_or_else(|| root.join("models"), PathBuf::from);
+    let models = crate::models::models_dir();
     let data = std::env::var_os("STRATA_DATA").map_or_else(|| root.join("../shared/datasets"), PathBuf::from);
     let env = |cmd: &mut Command| {
         cmd.current_dir(root)

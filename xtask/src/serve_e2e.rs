@@ -56,8 +56,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     ensure!(args.is_empty(), "serve-e2e takes no arguments");
     let bin = root.join("target/release/strata");
     ensure!(bin.exists(), "{}: no strata binary (cargo build --release -p strata-cli)", bin.display());
-    crate::models::fetch(root, &["qwen".to_string(), "smollm2".to_string(), "minilm".to_string()])?;
-    let models = crate::models::models_dir(root);
+    crate::models::fetch(&["qwen".to_string(), "smollm2".to_string(), "minilm".to_string()])?;
+    let models = crate::models::models_dir();
     let work = root.join("target/serve-e2e");
     std::fs::create_dir_all(&work)?;
     let python = venv(&work)?;

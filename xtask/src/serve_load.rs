@@ -64,7 +64,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)?;
     if o.embedder != "none" || o.reranker != "none" {
-        o.models = Some(cold_models(&crate::models::models_dir(root), &work.join("models"))?);
+        o.models = Some(cold_models(&crate::models::models_dir(), &work.join("models"))?);
     }
 
     let upstream = Upstream::start()?;

@@ -20,6 +20,9 @@ const NOT_LIBRARIES: &[&str] = &["strata-cli", "strata-eval", "xtask", "strata-b
 /// by `strata-models`, not by the harness.
 const HARNESS: &str = "strata-eval";
 const HARNESS_USERS: &[&str] = &["strata-cli", "strata-py"];
+/// The only packages that may depend on the model crate: the one that opens every model by
+/// name, and the benches, which time the engine's loaders with settings of their own.
+const MODEL_CRATE_USERS: &[&str] = &["strata-models", "strata-benches"];
 
 /// Every problem found, one line each; empty when the tree is tidy.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
@@ -71,6 +74,11 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
                 let from_workspace = spec.get("workspace").and_then(toml::Value::as_bool) == Some(true);
                 if !from_workspace {
                     problems.push(format!("{at}: [{section}] {dep} sets its own version; use `workspace = true`"));
+                }
+                if dep == MODEL_CRATE && !MODEL_CRATE_USERS.contains(&name.as_str()) {
+                    problems.push(format!(
+                        "{at}: [{section}] {name} depends on {MODEL_CRATE}; models are opened through strata-models"
+                    ));
                 }
                 if section == "dependencies" {
                     if name == "strata-core" && dep.starts_with("strata-") {
@@ -459,7 +467,7 @@ mod tests {
         std::fs::write(krate.join("src/lib.rs"), "fn x() {}\n").unwrap();
         std::fs::write(
             krate.join("Cargo.toml"),
-            "[package]\nname = \"strata-foo\"\n[dependencies]\nanyhow = \"1\"\ncandle-core = { workspace = true }\nstrata-eval = { workspace = true }\n",
+            "[package]\nname = \"strata-foo\"\n[dependencies]\nanyhow = \"1\"\ncandle-core = { workspace = true }\nstrata-eval = { workspace = true }\n[dev-dependencies]\nstrata-candle = { workspace = true }\n",
         )
         .unwrap();
         for extra in ["eval", "xtask", "benches"] {
@@ -478,6 +486,7 @@ mod tests {
         assert!(text.contains("only strata-candle knows candle"), "{text}");
         assert!(text.contains("library strata-foo depends on anyhow"), "{text}");
         assert!(text.contains("strata-foo depends on the harness (strata-eval)"), "{text}");
+        assert!(text.contains("[dev-dependencies] strata-foo depends on strata-candle; models are opened"), "{text}");
         assert!(text.contains("ARCHITECTURE.md: does not mention crate strata-foo"), "{text}");
         assert!(text.contains("missing `[lints] workspace = true`"), "{text}");
     }

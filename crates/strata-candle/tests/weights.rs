@@ -5,10 +5,7 @@
 
 use std::path::PathBuf;
 
-use strata_candle::{
-    locate, BertEmbedder, CrossEncoder, EmbedderConfig, Precision, RerankConfig, MINILM, MS_MARCO_MINILM,
-    NOMIC_EMBED_V15,
-};
+use strata_candle::{BertEmbedder, CrossEncoder, EmbedderConfig, GgufGenerator, Precision, RerankConfig};
 use strata_core::{Embedder, Generator};
 
 fn models_dir() -> PathBuf {
@@ -17,9 +14,19 @@ fn models_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"))
 }
 
+// The folders and files `cargo xtask fetch-models` writes; it checks their hashes (and
+// strata-models checks them again whenever it opens a model by name).
+const MINILM: &str = "all-MiniLM-L6-v2";
+const NOMIC: &str = "nomic-embed-text-v1.5/model-f16.gguf";
+const MS_MARCO: &str = "ms-marco-MiniLM-L-12-v2";
+const BGE: &str = "bge-small-en-v1.5";
+const SMOLLM2: &str = "smollm2-135m-instruct/model-q4_1.gguf";
+const QWEN_05B: &str = "qwen2.5-coder-0.5b-instruct/model-q4_k_m.gguf";
+const QWEN_15B: &str = "qwen2.5-coder-1.5b-instruct/model-q4_k_m.gguf";
+
 fn embedder(precision: Precision) -> BertEmbedder {
-    let dir = locate(Some(&models_dir().join(MINILM.folder)), &MINILM).unwrap();
-    BertEmbedder::load(&dir, MINILM.folder, EmbedderConfig { precision, ..EmbedderConfig::default() }).unwrap()
+    let config = EmbedderConfig { precision, ..EmbedderConfig::default() };
+    BertEmbedder::load(&models_dir().join(MINILM), MINILM, config).unwrap()
 }
 
 fn reference() -> (Vec<String>, Vec<Vec<f32>>) {
@@ -84,10 +91,8 @@ fn int8_embeddings_stay_close_to_f32() {
     }
 }
 
-fn generator(spec: &strata_candle::ModelSpec) -> strata_candle::GgufGenerator {
-    let dir = models_dir().join(spec.folder);
-    strata_candle::verify(&dir, spec).unwrap();
-    strata_candle::GgufGenerator::load(&dir.join(spec.files[0].name), spec.folder).unwrap()
+fn generator(file: &str) -> GgufGenerator {
+    GgufGenerator::load(&models_dir().join(file), file).unwrap()
 }
 
 fn ask(text: &str, max_tokens: usize) -> strata_core::GenerateRequest {
@@ -104,9 +109,9 @@ fn ask(text: &str, max_tokens: usize) -> strata_core::GenerateRequest {
 #[test]
 #[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
 fn gguf_tokenizers_know_the_chat_tokens() {
-    let qwen = generator(&strata_candle::QWEN_CODER_05B);
+    let qwen = generator(QWEN_05B);
     assert_eq!(qwen.encode("<|im_start|>").unwrap(), vec![151644]);
-    let smol = generator(&strata_candle::SMOLLM2_135M);
+    let smol = generator(SMOLLM2);
     assert_eq!(smol.encode("<|im_start|>").unwrap().len(), 1);
     let ids = smol.encode("Hello, world! Ünïcode ✓").unwrap();
     assert_eq!(smol.decode(&ids).unwrap(), "Hello, world! Ünïcode ✓");
@@ -115,7 +120,7 @@ fn gguf_tokenizers_know_the_chat_tokens() {
 #[test]
 #[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
 fn gguf_generation_is_greedy_bounded_and_deterministic() {
-    let smol = generator(&strata_candle::SMOLLM2_135M);
+    let smol = generator(SMOLLM2);
     let a = smol.generate(&ask("What is the capital of France? Answer in one word.", 12)).unwrap();
     let b = smol.generate(&ask("What is the capital of France? Answer in one word.", 12)).unwrap();
     assert_eq!(a, b, "greedy decoding gives the same text");
@@ -130,7 +135,7 @@ fn gguf_generation_is_greedy_bounded_and_deterministic() {
 #[test]
 #[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
 fn qwen_writes_a_summary_of_a_fenced_transcript() {
-    let qwen = generator(&strata_candle::QWEN_CODER_05B);
+    let qwen = generator(QWEN_05B);
     let turns = vec![
         strata_core::Turn::new("t1", strata_core::Role::User, "Our checkout p99 is 840 ms; the limit is 300 ms."),
         strata_core::Turn::new("t2", strata_core::Role::Assistant, "The timeout lives in deploy/checkout/config.toml."),
@@ -150,7 +155,7 @@ fn qwen_writes_a_summary_of_a_fenced_transcript() {
 #[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
 fn qwen_paraphrases_statements_and_keeps_their_values() {
     use strata_core::{Conversation, Probe, Role, Turn};
-    let qwen = generator(&strata_candle::QWEN_CODER_05B);
+    let qwen = generator(QWEN_05B);
     let probe = |id: &str, answer: &str, turn: &str| Probe {
         id: id.into(),
         question: "?".into(),
@@ -196,20 +201,20 @@ fn the_int8_decoder_follows_candles_reference_decoder() {
     // close to, not equal to, those of candle-transformers on the original blocks. (Greedy
     // continuations part at the first near-tie, so they are not what is compared.) Both
     // paths: the prompt's (int8) and a generated token's (the 4-bit copies of 4-bit layers).
-    for spec in [strata_candle::SMOLLM2_135M, strata_candle::QWEN_CODER_05B] {
-        let path = models_dir().join(spec.folder).join(spec.files[0].name);
-        let ours = strata_candle::GgufGenerator::load_with(&path, "m", strata_candle::Implementation::Int8).unwrap();
-        let stock = strata_candle::GgufGenerator::load_with(&path, "m", strata_candle::Implementation::Candle).unwrap();
+    for file in [SMOLLM2, QWEN_05B] {
+        let path = models_dir().join(file);
+        let ours = GgufGenerator::load_with(&path, "m", strata_candle::Implementation::Int8).unwrap();
+        let stock = GgufGenerator::load_with(&path, "m", strata_candle::Implementation::Candle).unwrap();
         assert_eq!(stock.model_id(), "m+candle");
         for question in ["List three uses of a paperclip.", "What is 17 times 3?", "Summarize: we chose Redis."] {
-            let prompt = ours.encode(&strata_candle::GgufGenerator::render(&ask(question, 16).messages)).unwrap();
+            let prompt = ours.encode(&GgufGenerator::render(&ask(question, 16).messages)).unwrap();
             let b = stock.next_logits(&prompt).unwrap();
             let top = |v: &[f32]| (0..v.len()).max_by(|&i, &j| v[i].total_cmp(&v[j]).then(j.cmp(&i))).unwrap();
             for (path, a) in [("prompt", ours.next_logits(&prompt)), ("step", ours.next_logits_stepped(&prompt))] {
                 let a = a.unwrap();
                 let c = cosine(&a, &b);
-                assert!(c >= 0.99, "{} {path}: logit cosine {c} on {question:?}", spec.folder);
-                assert_eq!(top(&a), top(&b), "{} {path}: different next token on {question:?}", spec.folder);
+                assert!(c >= 0.99, "{file} {path}: logit cosine {c} on {question:?}");
+                assert_eq!(top(&a), top(&b), "{file} {path}: different next token on {question:?}");
             }
         }
     }
@@ -218,9 +223,9 @@ fn the_int8_decoder_follows_candles_reference_decoder() {
 #[test]
 #[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
 fn a_long_prompt_in_chunks_gives_the_next_token_of_one_pass() {
-    let smol = generator(&strata_candle::SMOLLM2_135M);
+    let smol = generator(SMOLLM2);
     let long = "The deploy of service alpha went out at noon and the error rate stayed flat. ".repeat(90);
-    let prompt = smol.encode(&strata_candle::GgufGenerator::render(&ask(&long, 4).messages)).unwrap();
+    let prompt = smol.encode(&GgufGenerator::render(&ask(&long, 4).messages)).unwrap();
     assert!(prompt.len() > 1100, "{} tokens", prompt.len());
     let logits = smol.next_logits(&prompt).unwrap();
     let top = (0..logits.len()).max_by(|&i, &j| logits[i].total_cmp(&logits[j]).then(j.cmp(&i))).unwrap();
@@ -240,7 +245,7 @@ fn a_shared_prefix_is_reused_and_changes_no_answer() {
         r
     };
     let (first, second) = (question("Where did Mara move?"), question("What is the cat called?"));
-    let warm = generator(&strata_candle::SMOLLM2_135M);
+    let warm = generator(SMOLLM2);
     let a = warm.generate(&first).unwrap();
     assert_eq!(a.reused_tokens, 0, "nothing cached yet");
     let b = warm.generate(&second).unwrap();
@@ -248,7 +253,7 @@ fn a_shared_prefix_is_reused_and_changes_no_answer() {
     // Whole chunks of 512 tokens, all of them before where the prompts part.
     assert!(b.reused_tokens >= 512 && b.reused_tokens % 512 == 0, "{b:?}");
     assert!(b.reused_tokens + 512 > b.prompt_tokens - 30, "{b:?}");
-    let fresh = generator(&strata_candle::SMOLLM2_135M).generate(&second).unwrap();
+    let fresh = generator(SMOLLM2).generate(&second).unwrap();
     assert_eq!((b.text.as_str(), b.generated_tokens), (fresh.text.as_str(), fresh.generated_tokens));
     assert_eq!(fresh.reused_tokens, 0);
     let again = warm.generate(&first).unwrap();
@@ -258,12 +263,10 @@ fn a_shared_prefix_is_reused_and_changes_no_answer() {
 
 fn nomic(precision: Precision) -> BertEmbedder {
     let models = models_dir();
-    let dir = locate(Some(&models.join(NOMIC_EMBED_V15.folder)), &NOMIC_EMBED_V15).unwrap();
-    let vocab = locate(Some(&models.join(MINILM.folder)), &MINILM).unwrap();
     BertEmbedder::load_nomic(
-        &dir.join(NOMIC_EMBED_V15.files[0].name),
-        &vocab.join("tokenizer.json"),
-        NOMIC_EMBED_V15.folder,
+        &models.join(NOMIC),
+        &models.join(MINILM).join("tokenizer.json"),
+        NOMIC,
         EmbedderConfig { precision, max_tokens: 512, ..EmbedderConfig::default() },
     )
     .unwrap()
@@ -308,9 +311,8 @@ fn nomic_embeddings_match_llama_cpp() {
 #[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
 fn qwen_15b_runs_on_the_int8_decoder() {
     // The int8 decoder's agreement with candle-transformers is checked above on the 0.5B of
-    // the same architecture; here the larger file loads by its short name and answers.
-    let qwen = strata_candle::load_generator("qwen1.5b", &models_dir()).unwrap();
-    assert_eq!(qwen.model_id(), strata_candle::QWEN_CODER_15B.folder);
+    // the same architecture; here the larger file loads and answers.
+    let qwen = generator(QWEN_15B);
     assert_eq!(qwen.encode("<|im_start|>").unwrap(), vec![151644]);
     let answer = qwen.generate(&ask("What is 17 times 3? Answer with the number only.", 8)).unwrap();
     assert!(answer.text.contains("51"), "{answer:?}");
@@ -326,35 +328,35 @@ fn a_chatml_counter_counts_the_prompt_the_model_is_given() {
         (Role::Assistant, "Noted: Kafka, 12 partitions, three retries an hour apart. Ünïcode ✓ too."),
         (Role::User, "  Leading spaces, a tab\tand the number 4817?"),
     ];
-    for spec in [strata_candle::SMOLLM2_135M, strata_candle::QWEN_CODER_05B] {
-        let g = generator(&spec);
+    for file in [SMOLLM2, QWEN_05B] {
+        let g = generator(file);
         let counter = g.token_counter();
         let messages: Vec<ChatMessage> =
             said.iter().map(|(role, text)| ChatMessage { role: *role, content: (*text).to_string() }).collect();
-        let prompt = g.encode(&strata_candle::GgufGenerator::render(&messages)).unwrap();
+        let prompt = g.encode(&GgufGenerator::render(&messages)).unwrap();
         let counted: usize =
             said.iter().map(|(role, text)| counter.count_message(*role, Some("jane"), text, None, &[])).sum::<usize>()
                 + counter.chat_format().reply_priming as usize;
         // Exact, but for the text that opens with spaces: the newline before it and its first
         // space can merge into one token in the prompt (SmolLM2's does), which the counter,
         // counting the two apart, takes as two. Never fewer than the prompt.
-        let merged = usize::from(spec.folder == strata_candle::SMOLLM2_135M.folder);
-        assert_eq!(counted, prompt.len() + merged, "{}", spec.folder);
+        let merged = usize::from(file == SMOLLM2);
+        assert_eq!(counted, prompt.len() + merged, "{file}");
         let plain = &messages[..3];
-        let prompt = g.encode(&strata_candle::GgufGenerator::render(plain)).unwrap();
+        let prompt = g.encode(&GgufGenerator::render(plain)).unwrap();
         let counted: usize = said[..3]
             .iter()
             .map(|(role, text)| counter.count_message(*role, Some("jane"), text, None, &[]))
             .sum::<usize>()
             + counter.chat_format().reply_priming as usize;
-        assert_eq!(counted, prompt.len(), "{} without the leading spaces", spec.folder);
+        assert_eq!(counted, prompt.len(), "{file} without the leading spaces");
     }
 }
 
 #[test]
 #[ignore = "needs the model weights: cargo xtask fetch-models, then --ignored"]
 fn a_streamed_generation_is_the_plain_one_in_pieces() {
-    let smol = generator(&strata_candle::SMOLLM2_135M);
+    let smol = generator(SMOLLM2);
     let request = ask("Name three fruits and say one thing about each, with an accent: café.", 48);
     let plain = smol.generate(&request).unwrap();
     let mut pieces = Vec::new();
@@ -424,9 +426,8 @@ fn the_cross_encoder_ranks_pairs_as_onnx_runtime_does() {
     let want: Vec<f32> = reference["logits"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
     assert!(pairs.len() >= 1000);
     for precision in [Precision::Int8, Precision::F32] {
-        let dir = locate(Some(&models_dir().join(MS_MARCO_MINILM.folder)), &MS_MARCO_MINILM).unwrap();
         let config = RerankConfig { precision, ..RerankConfig::default() };
-        let model = CrossEncoder::load(&dir, MS_MARCO_MINILM.folder, config).unwrap();
+        let model = CrossEncoder::load(&models_dir().join(MS_MARCO), MS_MARCO, config).unwrap();
         let refs: Vec<(&str, &str)> = pairs.iter().map(|(q, p)| (q.as_str(), p.as_str())).collect();
         let got = model.score_pairs(&refs).unwrap();
         let rho = spearman(&got, &want);
@@ -444,7 +445,9 @@ fn the_cross_encoder_ranks_pairs_as_onnx_runtime_does() {
 #[allow(clippy::print_stderr)] // the agreement measured, for the record (--nocapture)
 fn bge_vectors_match_onnx_runtime() {
     let (pairs, reference) = rerank_reference();
-    let model = strata_candle::load_embedder("bge", &models_dir()).unwrap();
+    // As strata-models opens it: the file's own 8-bit weights on the int8 path.
+    let config = EmbedderConfig { max_tokens: 512, precision: Precision::Int8, ..EmbedderConfig::default() };
+    let model = BertEmbedder::load_bge(&models_dir().join(BGE), BGE, config).unwrap();
     assert_eq!(model.dim(), 384);
     let mut cosines = Vec::new();
     for r in reference["bge"].as_array().unwrap() {
@@ -495,8 +498,8 @@ fn the_chatml_counter_is_never_under_the_prompt_over_random_messages() {
         seed ^= seed << 17;
         (seed % n as u64) as usize
     };
-    for spec in [&strata_candle::SMOLLM2_135M, &strata_candle::QWEN_CODER_05B] {
-        let g = generator(spec);
+    for file in [SMOLLM2, QWEN_05B] {
+        let g = generator(file);
         let counter = g.token_counter();
         let mut worst = 0i64;
         for _ in 0..300 {
@@ -514,13 +517,13 @@ fn the_chatml_counter_is_never_under_the_prompt_over_random_messages() {
                 let content = strata_core::plain_chat_content(&content, &calls).into_owned();
                 messages.push(ChatMessage { role, content });
             }
-            let actual = g.encode(&strata_candle::GgufGenerator::render(&messages)).unwrap().len();
+            let actual = g.encode(&GgufGenerator::render(&messages)).unwrap().len();
             worst = worst.max(actual as i64 - counted as i64);
-            assert!(actual <= counted, "{}: {actual} tokens sent, {counted} counted: {messages:?}", spec.folder);
+            assert!(actual <= counted, "{file}: {actual} tokens sent, {counted} counted: {messages:?}");
         }
         #[allow(clippy::print_stderr)]
         {
-            eprintln!("{}: most under the count: {worst}", spec.folder);
+            eprintln!("{file}: most under the count: {worst}");
         }
     }
 }

@@ -26,8 +26,8 @@ pub(crate) struct Args {
     #[arg(long)]
     question: Option<String>,
     /// The tiered memory's sentence embeddings (vectors cached under the models folder, as
-    /// `strata eval` caches them): minilm, nomic, bge, or none (recall by words alone).
-    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "bge", "none"])]
+    /// `strata eval` caches them), or none (recall by words alone).
+    #[arg(long, default_value = "minilm", value_parser = crate::models::names(strata_models::Kind::Embedder, true))]
     embedder: String,
     /// How to print the context: messages (an OpenAI-style JSON array), text, or json (the
     /// blocks with their kinds, source turn ids and tokens).

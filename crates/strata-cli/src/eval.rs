@@ -91,13 +91,13 @@ struct RunArgs {
     /// Only the first N conversations of each dataset.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
-    /// Sentence embeddings of the tiered memory and the topic detectors: minilm, nomic, bge, or
-    /// none (the tiered memory recalls by words alone; the topic detectors need one).
-    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "bge", "none"])]
+    /// Sentence embeddings of the tiered memory and the topic detectors, or none (the tiered
+    /// memory recalls by words alone; the topic detectors need one).
+    #[arg(long, default_value = "minilm", value_parser = crate::models::names(strata_models::Kind::Embedder, true))]
     embedder: String,
-    /// The cross-encoder that reranks the tiered memory's recall candidates for a question:
-    /// msmarco (ms-marco-MiniLM-L-12-v2), or none (recall keeps its fused order).
-    #[arg(long, default_value = "none", value_parser = ["msmarco", "none"])]
+    /// The cross-encoder that reranks the tiered memory's recall candidates for a question, or
+    /// none (recall keeps its fused order).
+    #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
     reranker: String,
     /// Write every context built to contexts.jsonl in the output folder, each with the turn it
     /// was built after and its probe: what `strata compress --at` rebuilds.

@@ -20,10 +20,10 @@ pub(crate) struct StoreArgs {
     /// The store file (SQLite); created by `replay` if absent.
     #[arg(long, value_name = "PATH")]
     db: PathBuf,
-    /// Sentence embeddings for recall and topic shifts: minilm, nomic, bge, or none (words only)
+    /// Sentence embeddings for recall and topic shifts, or none (words only)
     /// [default: the model that wrote the store's vectors, else minilm]. A store is searched
     /// only with the model that wrote it; `strata reembed` moves it to another.
-    #[arg(long, value_parser = ["minilm", "nomic", "bge", "none"])]
+    #[arg(long, value_parser = crate::models::names(strata_models::Kind::Embedder, true))]
     embedder: Option<String>,
     /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]
@@ -62,9 +62,9 @@ pub(crate) struct RecallArgs {
     /// How many turns to return, best first.
     #[arg(short, long, default_value_t = 5)]
     k: usize,
-    /// Reorder recall's deeper candidates with a cross-encoder: msmarco (ms-marco-MiniLM-L-12-v2;
-    /// about a second on two cores), or none (the fused order).
-    #[arg(long, default_value = "none", value_parser = ["msmarco", "none"])]
+    /// Reorder recall's deeper candidates with a cross-encoder (about a second on two cores), or
+    /// none (the fused order).
+    #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
     reranker: String,
     /// Counts tokens: o200k, cl100k, or a tokenizer.json.
     #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
@@ -97,9 +97,9 @@ pub(crate) struct ContextArgs {
     /// List every block on stderr.
     #[arg(long)]
     explain: bool,
-    /// Reorder recall's deeper candidates with a cross-encoder: msmarco (ms-marco-MiniLM-L-12-v2;
-    /// about a second on two cores), or none (the fused order).
-    #[arg(long, default_value = "none", value_parser = ["msmarco", "none"])]
+    /// Reorder recall's deeper candidates with a cross-encoder (about a second on two cores), or
+    /// none (the fused order).
+    #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
     reranker: String,
     /// Counts the budget: o200k, cl100k, or a tokenizer.json.
     #[arg(long, default_value = "o200k", value_name = "NAME|PATH")]
@@ -288,8 +288,8 @@ pub(crate) struct ReembedArgs {
     /// The store file (SQLite).
     #[arg(long = "db", value_name = "PATH")]
     path: PathBuf,
-    /// The model whose vectors replace the store's: minilm, nomic or bge.
-    #[arg(long, value_parser = ["minilm", "nomic", "bge"])]
+    /// The model whose vectors replace the store's.
+    #[arg(long, value_parser = crate::models::names(strata_models::Kind::Embedder, false))]
     embedder: String,
     /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]

@@ -1,11 +1,25 @@
-//! Where the CLI finds model weights (`--models-dir`) and the chat model `--model` names; the
-//! models themselves are opened by `strata_models`.
+//! Where the CLI finds model weights (`--models-dir`), the names its model flags take, and the
+//! chat model `--model` names; the models themselves are opened by `strata_models`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
+use clap::builder::{PossibleValue, PossibleValuesParser};
 use strata_core::Generator;
+use strata_models::table::MODELS;
+use strata_models::Kind;
+
+/// The values a flag naming a model of `kind` takes: every such model in the pinned table,
+/// with what it is as its help, and `none` where the flag can turn the model off.
+pub(crate) fn names(kind: Kind, none: bool) -> PossibleValuesParser {
+    let models = MODELS.iter().filter(|m| m.open.kind() == kind);
+    let mut values: Vec<PossibleValue> = models.map(|m| PossibleValue::new(m.alias).help(m.about)).collect();
+    if none {
+        values.push(PossibleValue::new("none").help(format!("no {kind}")));
+    }
+    PossibleValuesParser::new(values)
+}
 
 /// `--models-dir`, else `$STRATA_MODELS`, else `./models`, else the checkout's:
 /// [`strata_models::dir`].

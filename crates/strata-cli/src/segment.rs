@@ -19,8 +19,8 @@ pub(crate) struct Args {
     /// Also show each boundary's score and the opening words of the turn it starts at.
     #[arg(long)]
     explain: bool,
-    /// Sentence embeddings for topic similarity: minilm, nomic or bge.
-    #[arg(long, default_value = "minilm", value_parser = ["minilm", "nomic", "bge"])]
+    /// Sentence embeddings for topic similarity.
+    #[arg(long, default_value = "minilm", value_parser = crate::models::names(strata_models::Kind::Embedder, false))]
     embedder: String,
     /// Where model weights are [default: $STRATA_MODELS, else ./models, else the checkout's].
     #[arg(long, value_name = "DIR")]

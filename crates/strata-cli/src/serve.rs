@@ -56,14 +56,14 @@ pub(crate) struct Args {
     /// the newest turns, summaries and salient sentences.
     #[arg(long, default_value_t = 0.5, value_name = "SHARE")]
     recall_share: f64,
-    /// Sentence embeddings for recall and topic shifts: minilm, nomic, bge, or none (words only)
+    /// Sentence embeddings for recall and topic shifts, or none (words only)
     /// [default: the model that wrote the store's vectors, else minilm].
-    #[arg(long, value_parser = ["minilm", "nomic", "bge", "none"])]
+    #[arg(long, value_parser = crate::models::names(strata_models::Kind::Embedder, true))]
     embedder: Option<String>,
-    /// Reorder recall's deeper candidates for each question with a cross-encoder: msmarco, or
-    /// none (the fused order). It reads up to 80 passages a question, about a second on two
+    /// Reorder recall's deeper candidates for each question with a cross-encoder, or none (the
+    /// fused order). It reads up to 80 passages a question, about a second on two
     /// cores; --rerank-ms bounds that.
-    #[arg(long, default_value = "none", value_parser = ["msmarco", "none"])]
+    #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
     reranker: String,
     /// With --reranker: milliseconds one context may spend reranking; candidates not yet
     /// scored keep the fused order. Each model call is sized by the pace of the one before,
@@ -122,10 +122,9 @@ pub(crate) fn run(args: Args) -> Result<String> {
             Backend::Upstream { base: url.clone(), key, timeout: Duration::from_secs(args.upstream_timeout) }
         }
         (None, Some(name)) => {
-            let g = strata_candle::load_generator(name, &models)?;
-            counter = Arc::new(g.token_counter());
-            let window = g.context_length().min(4096);
-            Backend::Local { generator: Arc::new(g), window }
+            let local = strata_models::local_generator(name, &models)?;
+            counter = local.counter;
+            Backend::Local { generator: local.generator, window: local.window.min(4096) }
         }
         (None, None) => unreachable!("clap requires one of them"),
     };

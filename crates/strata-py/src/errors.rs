@@ -90,7 +90,7 @@ pub(crate) fn from_anyhow(e: anyhow::Error) -> PyErr {
         StrategyError::new_err(message)
     } else if strata_eval::is_bad_input(&e) {
         InputError::new_err(message)
-    } else if e.chain().any(|c| c.is::<strata_candle::ModelError>() || c.is::<strata_core::GenerateError>()) {
+    } else if e.chain().any(|c| c.is::<strata_models::ModelError>() || c.is::<strata_core::GenerateError>()) {
         ModelError::new_err(message)
     } else if e.chain().any(|c| c.is::<strata_core::StoreError>() || c.is::<strata::MemoryError>()) {
         StoreError::new_err(message)

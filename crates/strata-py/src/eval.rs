@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use strata_eval::Mode;
 use strata_eval::{CustomStrategies, EvalConfig};
+use strata_models::Kind;
 
 use crate::errors::{input_error, IntoPy as _};
 use crate::{list_of_dicts, to_python};
@@ -50,11 +51,11 @@ pub(crate) fn run_eval<'py>(
         "both" => vec![Mode::Agnostic, Mode::Aware],
         m => return Err(input_error(format!("eval: mode `{m}`: expected agnostic, aware or both"))),
     };
-    if !["minilm", "nomic", "bge"].contains(&embedder.as_str()) {
-        return Err(input_error(format!("eval: embedder `{embedder}`: expected minilm, nomic or bge")));
-    }
-    if !["msmarco", "none"].contains(&reranker.as_str()) {
-        return Err(input_error(format!("eval: reranker `{reranker}`: expected msmarco or none")));
+    for (kind, name) in [(Kind::Embedder, &embedder), (Kind::Reranker, &reranker)] {
+        let known = strata_models::aliases(kind);
+        if !known.contains(&name.as_str()) && name != "none" {
+            return Err(input_error(format!("eval: {kind} `{name}`: expected {} or none", known.join(", "))));
+        }
     }
     let strategy_config = crate::data::strategies_config(config)?;
     let repo_root = root.or_else(|| std::env::var_os("STRATA_ROOT").map(PathBuf::from)).unwrap_or_else(find_root);

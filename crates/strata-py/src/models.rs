@@ -24,9 +24,6 @@ impl Embedder {
     #[new]
     #[pyo3(signature = (name="minilm", *, models_dir=None))]
     fn py_new(py: Python<'_>, name: &str, models_dir: Option<PathBuf>) -> PyResult<Embedder> {
-        if !["minilm", "nomic", "bge"].contains(&name) {
-            return Err(input_error(format!("Embedder: `{name}`: expected minilm, nomic or bge")));
-        }
         let models = crate::models_dir(models_dir);
         let inner = py.detach(|| strata_models::embedder(name, &models)).into_py()?;
         Ok(Embedder { inner })

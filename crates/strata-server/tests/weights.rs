@@ -21,14 +21,11 @@ fn models_dir() -> PathBuf {
 
 /// A server answering with SmolLM2 under `--budget 300`, as `strata serve --local-model
 /// smollm2 --budget 300` sets it up (words-only recall: no embedder to load).
-async fn start() -> (String, Arc<strata_candle::ChatMlCounter>) {
-    let spec = &strata_candle::SMOLLM2_135M;
-    let dir = models_dir().join(spec.folder);
-    strata_candle::verify(&dir, spec).unwrap();
-    let g = strata_candle::GgufGenerator::load(&dir.join(spec.files[0].name), spec.folder).unwrap();
-    let counter = Arc::new(g.token_counter());
-    let window = g.context_length().min(4096);
-    let mut config = ServeConfig::new(Backend::Local { generator: Arc::new(g), window });
+async fn start() -> (String, Arc<dyn strata_core::TokenCounter>) {
+    let local = strata_models::local_generator("smollm2", &models_dir()).unwrap();
+    let counter = local.counter;
+    let window = local.window.min(4096);
+    let mut config = ServeConfig::new(Backend::Local { generator: local.generator, window });
     config.budget = Some(BUDGET);
     config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
     config.memory =
@@ -65,7 +62,7 @@ async fn ask(base: &str, conversation: &str, messages: &[Value]) -> Value {
 #[test]
 #[ignore = "needs the model weights: cargo xtask fetch-models smollm2, then --ignored"]
 fn a_history_counted_at_the_budget_is_a_prompt_of_the_budget() {
-    use strata_core::{Role, TokenCounter};
+    use strata_core::Role;
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let (base, counter) = start().await;

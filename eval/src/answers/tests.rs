@@ -187,7 +187,7 @@ fn answers_are_scored_failures_counted_and_the_judge_read() {
 fn a_rerun_answers_from_the_cache_without_asking() {
     let dir = tempfile::tempdir().unwrap();
     let run = || {
-        let echo = Arc::new(strata_candle::CachedGenerator::open(Echo::new("echo", None), dir.path()).unwrap());
+        let echo = Arc::new(strata_models::CachedGenerator::open(Echo::new("echo", None), dir.path()).unwrap());
         let reader = Reader { reader: echo.clone(), judge: None, deadline: None };
         let answers = ask(&mut questions(), &reader, &|| {});
         (answers, echo.inner().calls.load(Ordering::SeqCst))

@@ -198,8 +198,8 @@ class Memory:
         clock: str = "system",
         reranker: str = "none",
     ) -> None:
-        """``db``: a SQLite file, or ``":memory:"``. ``embedder``: minilm, nomic or None (words
-        only). ``model``: summarise with qwen, qwen1.5b, smollm2, a GGUF path or ``URL#MODEL``.
+        """``db``: a SQLite file, or ``":memory:"``. ``embedder``: an embedder of docs/models.md
+        (minilm, ...) or None (words only). ``model``: summarise with qwen, qwen1.5b, smollm2, a GGUF path or ``URL#MODEL``.
         ``clock``: ``"system"``, or ``"last_turn"`` when replaying a transcript. ``reranker``:
         ``"msmarco"`` reorders recall's deeper candidates with a cross-encoder."""
     def push(
@@ -234,7 +234,8 @@ class Embedder:
     """A sentence embedder on Strata's engine: unit vectors, one per text."""
 
     def __init__(self, name: str = "minilm", *, models_dir: Optional[Union[str, os.PathLike[str]]] = None) -> None:
-        """``name``: minilm, nomic or bge, from the models folder (``cargo xtask fetch-models``)."""
+        """``name``: an embedder of docs/models.md (minilm, ...), from the models folder (``cargo
+        xtask fetch-models``)."""
     @property
     def model_id(self) -> str: ...
     @property

@@ -42,7 +42,7 @@ impl<G: Generator> CachedGenerator<G> {
     /// Caches `inner`'s answers under `dir/generations/<model id>/`.
     pub fn open(inner: G, dir: &Path) -> Result<CachedGenerator<G>, ModelError> {
         let dir = dir.join("generations").join(crate::cache::file_name(inner.model_id()));
-        std::fs::create_dir_all(&dir).map_err(|e| ModelError::Load { path: dir.clone(), message: e.to_string() })?;
+        std::fs::create_dir_all(&dir).map_err(|e| ModelError::Cache { path: dir.clone(), message: e.to_string() })?;
         Ok(CachedGenerator { inner, dir })
     }
 
@@ -202,7 +202,9 @@ mod tests {
         assert!(second.inner.loaded());
         // A load that fails says why, on every request.
         let path = dir.path().join("gone.gguf");
-        let broken = LazyGenerator::<Counting>::new("gone", move || Err(ModelError::Missing { path: path.clone() }));
+        let broken = LazyGenerator::<Counting>::new("gone", move || {
+            Err(ModelError::Missing { path: path.clone(), model: "gone" })
+        });
         for _ in 0..2 {
             let err = broken.generate(&req("a")).unwrap_err().to_string();
             assert!(err.starts_with("generator gone: ") && err.contains("gone.gguf: missing"), "{err}");

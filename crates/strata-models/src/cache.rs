@@ -79,7 +79,7 @@ impl<E: Embedder> CachedEmbedder<E> {
     fn open_as(kind: &str, inner: E, dir: &Path) -> Result<CachedEmbedder<E>, ModelError> {
         let name = file_name(inner.model_id());
         let path = dir.join(format!("{kind}-{name}-{}.bin", inner.dim()));
-        let io = |e: std::io::Error| ModelError::Load { path: path.clone(), message: e.to_string() };
+        let io = |e: std::io::Error| ModelError::Cache { path: path.clone(), message: e.to_string() };
         std::fs::create_dir_all(dir).map_err(io)?;
         let mut file =
             OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
