@@ -21,9 +21,11 @@ pub mod summaries;
 
 pub use mode::Mode;
 
-/// The strategies a run compares when none are named: every strategy of the registry (the
-/// seed baselines, `segments`, `specific` and the tiered memory).
-pub const DEFAULT_STRATEGIES: &[&str] = strata::registry::NAMES;
+/// The strategies a run compares when none are named: every strategy of the catalog that runs
+/// without a model (the CLI and Python read the same list, so both compare the same).
+pub fn default_strategies() -> Vec<&'static str> {
+    strata::catalog::default_names()
+}
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -39,29 +41,6 @@ use strata_core::{BadInput, Strategy};
 use crate::report::Run;
 use crate::retention::{BuildRecord, ContextRecord, ProbeRecord, Sweep};
 use crate::suite::Dataset;
-
-/// Whether `e` was caused by what the user gave (a file that does not load, an unknown
-/// strategy or tokenizer, a bad config, weights missing or not the pinned ones, a store file
-/// that is not usable as given): the CLI exits with status 2, the Python package raises
-/// `InputError`.
-pub fn is_bad_input(e: &anyhow::Error) -> bool {
-    // A store that failed while working is not the user's fault; one refused as given is.
-    let store_refused = |s: &strata_core::StoreError| !matches!(s, strata_core::StoreError::Backend { .. });
-    e.chain().any(|c| {
-        c.is::<strata_transcript::LoadError>()
-            || c.is::<strata::ConfigError>()
-            || c.is::<strata_tokens::TokenizerError>()
-            || c.is::<strata_core::HistoryError>()
-            || c.is::<BadInput>()
-            || c.downcast_ref::<strata_models::ModelError>().is_some_and(strata_models::ModelError::is_bad_input)
-            || c.downcast_ref::<strata_core::StoreError>().is_some_and(store_refused)
-            || c.downcast_ref::<strata::MemoryError>().is_some_and(|m| match m {
-                strata::MemoryError::Store(s) => store_refused(s),
-                strata::MemoryError::History(_) => true,
-                _ => false,
-            })
-    })
-}
 
 /// One part of a run split across machines: conversations whose index modulo `count` is
 /// `index - 1`.
@@ -124,8 +103,6 @@ pub struct EvalConfig {
     pub reranker: String,
     /// Write every context built to `contexts.jsonl` beside the records.
     pub save_contexts: bool,
-    /// Strategies defined outside the project, chosen by name before the built-in ones.
-    pub custom: CustomStrategies,
     /// Answers: a reader model (`qwen`, `qwen1.5b`, `smollm2`, a GGUF path or `URL#MODEL`)
     /// asked each question over each context; answers cached in the models folder's `.cache`.
     pub reader: Option<String>,
@@ -134,17 +111,6 @@ pub struct EvalConfig {
     /// Put only this many questions of each category to the reader (the same ones for every
     /// strategy); the abstention category is never asked.
     pub sample: Option<usize>,
-}
-
-/// Strategies defined outside the project (the Python package registers its users' here),
-/// scored by the same harness, with the same metrics and the same budget check.
-#[derive(Clone, Default)]
-pub struct CustomStrategies(pub Vec<Arc<dyn Strategy>>);
-
-impl std::fmt::Debug for CustomStrategies {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_list().entries(self.0.iter().map(|s| s.name())).finish()
-    }
 }
 
 /// What `config` in `results.json` records about a run.
@@ -339,15 +305,13 @@ pub fn run(config: &EvalConfig) -> Result<Outcome> {
         .strategies
         .iter()
         .map(|name| {
-            if let Some(custom) = config.custom.0.iter().find(|s| s.name() == name) {
-                return Ok(custom.clone());
-            }
+            // The embedder and reranker are opened only for a strategy that reads them.
+            let needs = strata::catalog::needs(name);
             let g = if config.generator.is_some() { Some(load_generator()?) } else { None };
-            let e =
-                if strata::registry::embeds(name) && config.embedder != "none" { Some(load_embedder()?) } else { None };
-            let reranker = if strata::registry::embeds(name) { load_reranker()? } else { None };
-            let models = strata::registry::Models { generator: g, embedder: e, reranker };
-            Ok(Arc::from(strata::registry::build(name, &config.strategy_config, &models)?))
+            let e = if needs.embedder && config.embedder != "none" { Some(load_embedder()?) } else { None };
+            let reranker = if needs.reranker { load_reranker()? } else { None };
+            let models = strata::catalog::Models { generator: g, embedder: e, reranker };
+            Ok(strata::catalog::build(name, &config.strategy_config, &models)?)
         })
         .collect::<Result<_>>()?;
     let mut budgets = config.budgets.clone();

@@ -93,7 +93,6 @@ fn a_llama_cpp_server_reads_and_judges_and_a_rerun_asks_nothing() {
         embedder: "none".into(),
         reranker: "none".into(),
         save_contexts: false,
-        custom: Default::default(),
         reader: Some(endpoint.clone()),
         judge: Some(endpoint),
         sample: Some(2),

@@ -20,6 +20,9 @@ const NOT_LIBRARIES: &[&str] = &["strata-cli", "strata-eval", "xtask", "strata-b
 /// by `strata-models`, not by the harness.
 const HARNESS: &str = "strata-eval";
 const HARNESS_USERS: &[&str] = &["strata-cli", "strata-py"];
+/// Within those, the one file of each that may name the harness: the `eval` command and
+/// `strata.eval`. Every other command's errors, flags and models are the libraries' own.
+const HARNESS_DOORS: &[&str] = &["crates/strata-cli/src/eval.rs", "crates/strata-py/src/eval.rs"];
 /// The only packages that may depend on the model crate: the one that opens every model by
 /// name, and the benches, which time the engine's loaders with settings of their own.
 const MODEL_CRATE_USERS: &[&str] = &["strata-models", "strata-benches"];
@@ -106,6 +109,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
             }
         }
     }
+    problems.extend(harness_outside_its_doors(root)?);
     problems.extend(markdown_links(root)?);
     problems.extend(model_table(root));
     if root.join("crates/strata-py/Cargo.toml").exists() {
@@ -181,6 +185,31 @@ fn markdown_files(dir: &Path) -> Result<Vec<PathBuf>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// Code (not comments) naming `strata_eval` in the harness's users, outside [`HARNESS_DOORS`].
+fn harness_outside_its_doors(root: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    for user in HARNESS_USERS {
+        for file in rust_files(&root.join("crates").join(user).join("src"))? {
+            let at = rel(root, &file);
+            if HARNESS_DOORS.contains(&at.as_str()) {
+                continue;
+            }
+            let text = std::fs::read_to_string(&file).with_context(|| at.clone())?;
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or_default();
+                if code.contains("strata_eval") {
+                    problems.push(format!(
+                        "{at}:{}: names the harness (strata_eval); only {} may",
+                        i + 1,
+                        HARNESS_DOORS.join(" and ")
+                    ));
+                }
+            }
+        }
+    }
+    Ok(problems)
 }
 
 /// docs/models.md names every pinned model, package and hash that `fetch-models` uses.
@@ -512,6 +541,20 @@ mod tests {
         assert_eq!(problems.len(), 2, "{problems:?}");
         assert!(problems[0].contains("[dependencies] serde is not used by the code"), "{problems:?}");
         assert!(problems[1].contains("serde_json is listed as features-only but the code uses it"), "{problems:?}");
+    }
+
+    #[test]
+    fn the_harness_named_outside_the_eval_commands_is_caught() {
+        let dir = std::env::temp_dir().join(format!("strata-tidy-doors-{}", std::process::id()));
+        let src = dir.join("crates/strata-cli/src");
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("eval.rs"), "//! e\nuse strata_eval::EvalConfig;\n").unwrap();
+        std::fs::write(src.join("main.rs"), "//! m\n// strata_eval::run, in a comment\nfn f() {}\n").unwrap();
+        std::fs::write(src.join("serve.rs"), "//! s\nfn f() { strata_eval::is_bad_input(e); }\n").unwrap();
+        let problems = harness_outside_its_doors(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].starts_with("crates/strata-cli/src/serve.rs:2: names the harness"), "{problems:?}");
     }
 
     #[test]

@@ -14,9 +14,8 @@ use crate::BadInput;
 pub(crate) struct Args {
     #[command(flatten)]
     input: Input,
-    /// The strategy: full, window, recent-8-summary-12, summary-buffer, segments, specific,
-    /// tiered, or segments-abstractive (needs --model).
-    #[arg(long, default_value = "window")]
+    /// The strategy.
+    #[arg(long, default_value = "window", value_parser = crate::input::strategies())]
     strategy: String,
     /// The token budget for the whole context (Python's `strata.compress` has the same default).
     #[arg(long, default_value_t = 2000, value_parser = crate::input::budget, allow_negative_numbers = true)]
@@ -58,16 +57,13 @@ pub(crate) fn run(args: Args) -> Result<String> {
     let loaded = load(&args.input)?;
     let generator = crate::models::generator(args.model.as_deref(), args.models_dir.as_deref())?;
     let embedder = match args.embedder.as_str() {
-        name if name != "none" && strata::registry::embeds(&args.strategy) => {
+        name if name != "none" && strata::catalog::needs(&args.strategy).embedder => {
             Some(strata_models::cached_embedder(name, &crate::models::dir(args.models_dir.as_deref()))?)
         }
         _ => None,
     };
-    let strategy = strata::registry::build(
-        &args.strategy,
-        &config,
-        &strata::registry::Models { generator, embedder, reranker: None },
-    )?;
+    let models = strata::catalog::Models { generator, embedder, reranker: None };
+    let strategy = strata::catalog::build(&args.strategy, &config, &models)?;
     if args.question.is_some() && !strategy.question_aware() {
         // Said whether or not --explain was asked: the user expects the question to matter.
         #[allow(clippy::print_stderr)]

@@ -49,9 +49,8 @@ struct RunArgs {
     /// probes-heldout, probes-paraphrased, probes-heldout-paraphrased, tiage-dev, qmsum-dev
     #[arg(long, value_delimiter = ',')]
     dataset: Vec<String>,
-    /// Strategies, comma-separated [default: all of full, window, recent-8-summary-12,
-    /// summary-buffer, segments, specific, tiered; segments-abstractive needs --model]
-    #[arg(long, value_delimiter = ',')]
+    /// Strategies, comma-separated [default: every one that runs without a model].
+    #[arg(long, value_delimiter = ',', value_parser = crate::input::strategies())]
     strategy: Vec<String>,
     /// Token budgets, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1000,2000,4000", value_parser = crate::input::budget, allow_negative_numbers = true)]
@@ -160,7 +159,7 @@ pub(crate) fn run(args: Args) -> Result<String> {
                     a.dataset
                 },
                 strategies: if a.strategy.is_empty() {
-                    strata_eval::DEFAULT_STRATEGIES.iter().map(|s| s.to_string()).collect()
+                    strata_eval::default_strategies().into_iter().map(String::from).collect()
                 } else {
                     a.strategy
                 },
@@ -185,13 +184,13 @@ pub(crate) fn run(args: Args) -> Result<String> {
                 embedder: a.embedder,
                 reranker: a.reranker,
                 save_contexts: a.save_contexts,
-                custom: Default::default(),
                 reader: a.reader,
                 judge: a.judge,
                 sample: a.sample,
             };
             let folder = config.out.clone();
-            let embeds = config.embedder != "none" && config.strategies.iter().any(|s| strata::registry::embeds(s));
+            let embeds =
+                config.embedder != "none" && config.strategies.iter().any(|s| strata::catalog::needs(s).embedder);
             if embeds && !config.models_dir.join(".cache").is_dir() {
                 #[allow(clippy::print_stderr)]
                 {
@@ -284,3 +283,20 @@ impl std::fmt::Display for GateFailed {
 }
 
 impl std::error::Error for GateFailed {}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    /// `strata eval --help` names every suite.
+    #[test]
+    fn eval_help_names_every_suite() {
+        let cli = crate::Cli::command();
+        let eval = cli.find_subcommand("eval").unwrap();
+        let arg = eval.get_arguments().find(|a| a.get_long() == Some("dataset")).unwrap();
+        let datasets = arg.get_help().map(ToString::to_string).unwrap_or_default();
+        for suite in strata_eval::suite::SUITES {
+            assert!(datasets.split([' ', ',', '.']).any(|w| w == *suite), "--dataset help lacks {suite}: {datasets}");
+        }
+    }
+}

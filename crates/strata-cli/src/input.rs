@@ -69,6 +69,12 @@ pub(crate) fn load(input: &Input) -> Result<Loaded> {
 }
 
 /// The strategy settings of `--config FILE` (TOML or JSON), or the seeds' defaults.
+/// The values `--strategy` takes: every strategy of the catalog, with its help line.
+pub(crate) fn strategies() -> clap::builder::PossibleValuesParser {
+    let values = strata::catalog::STRATEGIES.iter().map(|e| clap::builder::PossibleValue::new(e.name).help(e.about));
+    clap::builder::PossibleValuesParser::new(values)
+}
+
 pub(crate) fn strategy_config(path: Option<&Path>) -> Result<StrategiesConfig> {
     let Some(path) = path else { return Ok(StrategiesConfig::default()) };
     let file = path.display().to_string();

@@ -66,14 +66,25 @@ enum Command {
 /// An error caused by what the user gave us; exits with status 2.
 pub(crate) use strata_core::BadInput;
 
-fn exit_code(e: &anyhow::Error) -> u8 {
-    let bad_input = strata_eval::is_bad_input(e)
-        || e.chain().any(|c| {
-            c.downcast_ref::<strata_server::ServeError>().is_some_and(|s| {
+/// Whether `e` was caused by what the user gave (a file that does not load, an unknown name, a
+/// bad config, weights missing or not the pinned ones, a store refused as given, an address
+/// the server cannot take): each library's own judgement of its errors.
+fn is_bad_input(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        strata_core::blames_input(c)
+            || c.is::<strata_transcript::LoadError>()
+            || c.is::<strata::ConfigError>()
+            || c.is::<strata_tokens::TokenizerError>()
+            || c.downcast_ref::<strata_models::ModelError>().is_some_and(strata_models::ModelError::is_bad_input)
+            || c.downcast_ref::<strata::MemoryError>().is_some_and(strata::MemoryError::is_bad_input)
+            || c.downcast_ref::<strata_server::ServeError>().is_some_and(|s| {
                 matches!(s, strata_server::ServeError::Exposed(_) | strata_server::ServeError::Bind { .. })
             })
-        });
-    if bad_input {
+    })
+}
+
+fn exit_code(e: &anyhow::Error) -> u8 {
+    if is_bad_input(e) {
         2
     } else {
         1
@@ -141,21 +152,21 @@ mod tests {
         assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 
-    /// `strata eval --help` names every suite and every strategy it can run.
+    /// `eval` and `compress` take every strategy of the catalog, each with its help line, and
+    /// nothing else.
     #[test]
-    fn eval_help_names_every_suite_and_strategy() {
+    fn strategy_flags_take_the_catalog() {
         let cli = super::Cli::command();
-        let eval = cli.find_subcommand("eval").unwrap();
-        let help = |long: &str| {
-            let arg = eval.get_arguments().find(|a| a.get_long() == Some(long)).unwrap();
-            arg.get_help().map(ToString::to_string).unwrap_or_default()
+        let arg = |command: &str, long: &str| {
+            let c = cli.find_subcommand(command).unwrap();
+            c.get_arguments().find(|a| a.get_long() == Some(long)).unwrap().clone()
         };
-        let (datasets, strategies) = (help("dataset"), help("strategy"));
-        for suite in strata_eval::suite::SUITES {
-            assert!(datasets.split([' ', ',', '.']).any(|w| w == *suite), "--dataset help lacks {suite}: {datasets}");
-        }
-        for name in strata::registry::NAMES {
-            assert!(strategies.split([' ', ',', ';']).any(|w| w == *name), "--strategy help lacks {name}");
+        for command in ["eval", "compress"] {
+            let values = arg(command, "strategy").get_possible_values();
+            let names: Vec<&str> = values.iter().map(|v| v.get_name()).collect();
+            let catalog: Vec<&str> = strata::catalog::STRATEGIES.iter().map(|e| e.name).collect();
+            assert_eq!(names, catalog, "{command} --strategy");
+            assert!(values.iter().all(|v| v.get_help().is_some()), "{command} --strategy: a value without help");
         }
     }
 }

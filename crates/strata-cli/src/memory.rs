@@ -333,7 +333,7 @@ pub(crate) fn context(args: ContextArgs) -> Result<String> {
         let mut explain = String::new();
         crate::compress::explain_context(&mut explain, &conversation, memory.history(), &ctx)?;
         let settings = strata::StrategiesConfig { tiered: memory.config().layout.tiered.clone(), ..Default::default() };
-        if let Some(table) = settings.settings("tiered") {
+        if let Some(table) = settings.settings(strata::Tiered::NAME) {
             writeln!(explain, "settings:\n{table}")?;
         }
         #[allow(clippy::print_stderr)]

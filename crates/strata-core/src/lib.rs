@@ -16,7 +16,7 @@ mod turn;
 
 pub use context::{Block, BlockKind, Context, Message};
 pub use history::{History, HistoryError, Unit};
-pub use input::BadInput;
+pub use input::{blames_input, BadInput};
 pub use seams::{
     plain_chat_content, ChatFormat, ChatMessage, EmbedError, Embedder, GenerateError, GenerateRequest, Generation,
     Generator, Hit, RecallQuery, RerankError, Reranker, StoreError, Strategy, StrategyError, TokenCounter,

@@ -232,6 +232,14 @@ pub enum StoreError {
     OtherEmbedder { location: String, stored: String, given: String },
 }
 
+impl StoreError {
+    /// Whether the store was refused as the user gave it (not a store, corrupt, too new, the
+    /// wrong embedder, an impossible request), as opposed to one that failed while working.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, StoreError::Backend { .. })
+    }
+}
+
 /// Decides what of a history goes into the context under a token budget.
 pub trait Strategy: Send + Sync {
     /// The name users select it by, such as `window`.

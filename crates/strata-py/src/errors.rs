@@ -82,13 +82,27 @@ fn with_cause(py: Python<'_>, err: PyErr) -> PyErr {
     err
 }
 
+/// Whether `e` was caused by what the user gave (a file that does not load, an unknown name, a
+/// bad config, weights missing or not the pinned ones, a store refused as given): each
+/// library's own judgement of its errors, as the CLI exits with status 2 on them.
+fn is_bad_input(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        strata_core::blames_input(c)
+            || c.is::<strata_transcript::LoadError>()
+            || c.is::<strata::ConfigError>()
+            || c.is::<strata_tokens::TokenizerError>()
+            || c.downcast_ref::<strata_models::ModelError>().is_some_and(strata_models::ModelError::is_bad_input)
+            || c.downcast_ref::<strata::MemoryError>().is_some_and(strata::MemoryError::is_bad_input)
+    })
+}
+
 /// Any error of the library as the matching exception, with its whole chain on one line.
 pub(crate) fn from_anyhow(e: anyhow::Error) -> PyErr {
     let message = format!("{e:#}");
     let strategy = e.chain().any(|c| c.is::<strata_core::StrategyError>());
     let err = if strategy {
         StrategyError::new_err(message)
-    } else if strata_eval::is_bad_input(&e) {
+    } else if is_bad_input(&e) {
         InputError::new_err(message)
     } else if e.chain().any(|c| c.is::<strata_models::ModelError>() || c.is::<strata_core::GenerateError>()) {
         ModelError::new_err(message)

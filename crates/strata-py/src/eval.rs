@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use strata_eval::EvalConfig;
 use strata_eval::Mode;
-use strata_eval::{CustomStrategies, EvalConfig};
 use strata_models::Kind;
 
 use crate::errors::{input_error, IntoPy as _};
@@ -68,7 +68,6 @@ pub(crate) fn run_eval<'py>(
         None => Some(tempfile::tempdir().map_err(|e| crate::errors::strata_error(e.to_string()))?),
     };
     let out_dir = out.clone().unwrap_or_else(|| scratch.as_ref().expect("made above").path().to_path_buf());
-    let custom = CustomStrategies(crate::strategy::registered_among(&strategies));
     let config = EvalConfig {
         datasets,
         strategies,
@@ -89,7 +88,6 @@ pub(crate) fn run_eval<'py>(
         embedder,
         reranker,
         save_contexts: false,
-        custom,
         reader,
         judge,
         sample,

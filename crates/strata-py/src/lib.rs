@@ -47,15 +47,13 @@ fn strata_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(eval::run_eval, m)?)?;
     m.add("BUILTIN_STRATEGIES", builtin_strategies())?;
     // The harness's list, so that `strata.eval` and `strata eval` compare the same by default.
-    m.add("DEFAULT_STRATEGIES", strata_eval::DEFAULT_STRATEGIES.to_vec())?;
+    m.add("DEFAULT_STRATEGIES", strata::catalog::default_names())?;
     Ok(())
 }
 
-/// Every strategy name the harness knows without registration.
+/// Every strategy name the catalog knows without registration.
 fn builtin_strategies() -> Vec<&'static str> {
-    let mut names = strata::registry::NAMES.to_vec();
-    names.push("segments-abstractive");
-    names
+    strata::catalog::STRATEGIES.iter().map(|e| e.name).collect()
 }
 
 /// Loads every conversation in a file (Strata JSON or JSONL, OpenAI messages, LoCoMo),
@@ -143,7 +141,7 @@ fn compress(
     Ok(Context::new(ctx, history.full_context_tokens()))
 }
 
-/// A strategy by name: one registered from Python, else a built-in one.
+/// A strategy by name from the catalog: a built-in one, or one registered from Python.
 fn build_strategy(
     py: Python<'_>,
     name: &str,
@@ -152,9 +150,6 @@ fn build_strategy(
     embedder: &str,
     models_dir: Option<PathBuf>,
 ) -> PyResult<Arc<dyn Strategy>> {
-    if let Some(s) = strategy::registered(name) {
-        return Ok(s);
-    }
     let models = crate::models_dir(models_dir);
     let generator = match model {
         None => None,
@@ -163,15 +158,12 @@ fn build_strategy(
     // Vectors cached on disk, as `strata compress` and the harness cache them.
     let embedder = match embedder {
         "none" => None,
-        e if strata::registry::embeds(name) => {
+        e if strata::catalog::needs(name).embedder => {
             Some(py.detach(|| strata_models::cached_embedder(e, &models)).into_py()?)
         }
         _ => None,
     };
-    Ok(Arc::from(
-        strata::registry::build(name, config, &strata::registry::Models { generator, embedder, reranker: None })
-            .into_py()?,
-    ))
+    strata::catalog::build(name, config, &strata::catalog::Models { generator, embedder, reranker: None }).into_py()
 }
 
 /// A Python dict from a serde value, through the `json` module (one conversion path for

@@ -29,10 +29,11 @@ pub(crate) struct Memory {
 impl Memory {
     /// Opens (or creates) the memory of `conversation` in the store `db` (a SQLite file;
     /// `":memory:"` for one that lives only as long as this object). `budget` sizes the tiers;
-    /// `embedder` is `"minilm"`, `"nomic"` or `None` (recall by words only); `model` summarises
-    /// with a local model (`"qwen"`, `"smollm2"`, a GGUF path) or an OpenAI-compatible endpoint
-    /// (`URL#MODEL`) instead of extractively. `clock="system"` reads the clock for the time
-    /// triggers; `"last_turn"` takes "now" from the newest turn (replaying a transcript).
+    /// `embedder` is an embedder of docs/models.md (`"minilm"`, ...) or `None` (recall by words
+    /// only); `model` summarises with a local model (`"qwen"`, `"smollm2"`, a GGUF path) or an
+    /// OpenAI-compatible endpoint (`URL#MODEL`) instead of extractively. `clock="system"` reads
+    /// the clock for the time triggers; `"last_turn"` takes "now" from the newest turn
+    /// (replaying a transcript).
     /// `reranker="msmarco"` reorders recall's deeper candidates for a question with the
     /// cross-encoder (about a second a question on two cores; no time limit).
     #[new]

@@ -12,7 +12,7 @@ use strata_core::{ChatMessage, GenerateRequest, Role};
 
 use crate::errors::{input_error, IntoPy as _};
 
-/// A sentence embedder (`"minilm"`, `"nomic"`, `"bge"`) from the models folder: unit vectors,
+/// A sentence embedder of the pinned table (`"minilm"`, ...; docs/models.md) from the models folder: unit vectors,
 /// one per text, as the harness and the memory compute them.
 #[pyclass(module = "strata", frozen)]
 pub(crate) struct Embedder {

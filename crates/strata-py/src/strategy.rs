@@ -7,8 +7,7 @@
 //! over the budget. The interpreter is taken only around the call: the harness's threads run
 //! everything else without it.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString};
@@ -18,49 +17,30 @@ use strata_strategies::select::{assemble, Pick};
 use crate::data::Turn;
 use crate::errors::{input_error, keep_raised};
 
-/// The strategies registered from Python, by name.
-static REGISTRY: RwLock<BTreeMap<String, Arc<PyStrategy>>> = RwLock::new(BTreeMap::new());
-
-pub(crate) fn registered(name: &str) -> Option<Arc<dyn Strategy>> {
-    let registry = REGISTRY.read().unwrap_or_else(|p| p.into_inner());
-    registry.get(name).map(|s| s.clone() as Arc<dyn Strategy>)
-}
-
-/// Every registered strategy among `names`, for the harness.
-pub(crate) fn registered_among(names: &[String]) -> Vec<Arc<dyn Strategy>> {
-    names.iter().filter_map(|n| registered(n)).collect()
-}
-
 /// Registers `fn(history, budget, question) -> list of (turn id | Turn | text)` as the strategy
 /// `name`, for `compress` and `eval`. A string that is the id of a turn in the history stands
 /// for that turn verbatim; any other string is a note sent as a system message. With
 /// `question_aware=True` the question is passed in question-aware runs (else always `None`,
 /// and one context serves every question at a turn, as for the built-in strategies).
-/// Registering a name again replaces it; the built-in names are refused.
+/// Registering a name again replaces it; the built-in names are refused. The strategy joins
+/// the catalog (`strata::catalog`), where `compress`, `eval` and the harness find it.
 #[pyfunction]
 #[pyo3(signature = (name, fn_, question_aware=false))]
 pub(crate) fn register_strategy(name: String, fn_: Py<PyAny>, question_aware: bool) -> PyResult<()> {
-    if crate::builtin_strategies().contains(&name.as_str()) {
-        return Err(input_error(format!("register_strategy: `{name}` is a built-in strategy; choose another name")));
-    }
-    if name.is_empty() || name.contains(',') || name.chars().any(char::is_whitespace) {
-        return Err(input_error(format!("register_strategy: `{name}`: a name needs no spaces or commas")));
-    }
     Python::attach(|py| {
         if !fn_.bind(py).is_callable() {
             return Err(input_error(format!("register_strategy: `{name}`: expected a callable")));
         }
         Ok(())
     })?;
-    let strategy = Arc::new(PyStrategy { name: name.clone(), function: fn_, question_aware });
-    REGISTRY.write().unwrap_or_else(|p| p.into_inner()).insert(name, strategy);
-    Ok(())
+    let strategy = Arc::new(PyStrategy { name, function: fn_, question_aware });
+    strata::catalog::register(strategy).map_err(|e| input_error(format!("register_strategy: {e}")))
 }
 
 /// The names registered so far.
 #[pyfunction]
 pub(crate) fn registered_strategies() -> Vec<String> {
-    REGISTRY.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    strata::catalog::registered()
 }
 
 struct PyStrategy {

@@ -11,6 +11,10 @@ use strata_policy::PolicyConfig;
 use strata_summarize::SalienceConfig;
 use strata_topic::TopicConfig;
 
+/// The tiered memory's name as a strategy: its catalog entry, its table in the config file,
+/// and the strategy a memory's contexts are reported under.
+pub(crate) const TIERED: &str = "tiered";
+
 /// Where "now" comes from when the policy is asked for a plan. The memory reads the clock;
 /// the policy never does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -13,3 +13,15 @@ pub enum MemoryError {
     #[error(transparent)]
     Embed(#[from] EmbedError),
 }
+
+impl MemoryError {
+    /// Whether the user caused it: a store refused as given, or a history that does not hold
+    /// together (a turn id twice, time going backwards). An embedder that failed is not.
+    pub fn is_bad_input(&self) -> bool {
+        match self {
+            MemoryError::Store(s) => s.is_bad_input(),
+            MemoryError::History(_) => true,
+            MemoryError::Embed(_) => false,
+        }
+    }
+}

@@ -10,11 +10,12 @@
 //! uses the freshest finished ones, swapped in only at turn boundaries (on `push`), so the
 //! context's prefix stays the same between swaps and provider prompt caches stay valid.
 //!
-//! [`registry`] names every strategy, the tiered memory included, for every front end.
+//! [`catalog`] lists every strategy, the tiered memory included, for every front end.
 //!
 //! [`Tiered`] is the same machinery as an eval [`Strategy`](strata_core::Strategy).
 
 mod background;
+pub mod catalog;
 mod config;
 mod embedding;
 mod error;
@@ -22,17 +23,16 @@ mod memory;
 mod ranker;
 mod recall;
 mod reembed;
-pub mod registry;
 mod tiered;
 mod worker;
 
+pub use catalog::{ConfigError, StrategiesConfig};
 pub use config::{Clock, Layout, MemoryConfig, RecallConfig, TieredConfig};
 pub use embedding::EmbedQueue;
 pub use error::MemoryError;
 pub use memory::{Memory, Parts, Snapshot};
 pub use recall::Reranking;
 pub use reembed::reembed;
-pub use registry::{ConfigError, StrategiesConfig};
 pub use tiered::Tiered;
 
 /// Runs background model work (summaries by a model) on a pool of threads of its own,

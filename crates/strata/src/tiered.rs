@@ -34,6 +34,9 @@ impl std::fmt::Debug for Tiered {
 }
 
 impl Tiered {
+    /// Its name in the catalog, and the strategy a memory's contexts are reported under.
+    pub const NAME: &'static str = crate::config::TIERED;
+
     pub fn new(embedder: Option<Arc<dyn Embedder>>, generator: Option<Arc<dyn Generator>>) -> Tiered {
         Tiered {
             embedder,
@@ -99,12 +102,12 @@ impl Tiered {
 }
 
 fn failed(e: &dyn std::fmt::Display) -> StrategyError {
-    StrategyError::Failed { strategy: "tiered".to_string(), message: e.to_string() }
+    StrategyError::Failed { strategy: Tiered::NAME.to_string(), message: e.to_string() }
 }
 
 impl Strategy for Tiered {
     fn name(&self) -> &str {
-        "tiered"
+        Tiered::NAME
     }
 
     fn question_aware(&self) -> bool {

@@ -96,7 +96,7 @@ fn jsonl_errors_name_the_line() {
 fn unknown_strategy_and_tokenizer_exit_2() {
     let (_dir, path) = file("ok.json", br#"{"id": "a", "turns": []}"#);
     for (args, msg) in [
-        (vec!["--strategy", "magic"], "unknown strategy `magic`"),
+        (vec!["--strategy", "magic"], "invalid value 'magic' for '--strategy <STRATEGY>'"),
         (vec!["--tokenizer", "gpt2"], "unknown tokenizer `gpt2`"),
         (vec!["--at", "nope"], "transcript a: no turn `nope`"),
     ] {

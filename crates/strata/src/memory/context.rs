@@ -164,10 +164,10 @@ impl Snapshot {
     pub fn context(&self, budget: usize, question: Option<&str>) -> Result<Context, MemoryError> {
         let history = &self.history;
         let counter = history.counter();
-        if let Some(whole) = whole_if_it_fits("tiered", history, budget) {
+        if let Some(whole) = whole_if_it_fits(crate::config::TIERED, history, budget) {
             return Ok(whole);
         }
-        let mut ctx = Context::new("tiered", budget, counter);
+        let mut ctx = Context::new(crate::config::TIERED, budget, counter);
         let mut left = pin_system(history, &mut ctx);
         let newest_unit = if history.len() > history.pinned() { history.unit_of(history.len() - 1).tokens } else { 0 };
         let mut recall_allowance = match question {

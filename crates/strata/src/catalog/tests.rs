@@ -1,4 +1,4 @@
-//! Strategy tests through the registry: snapshots of each seed's behaviour at its edge cases,
+//! Strategy tests through the catalog: snapshots of each seed's behaviour at its edge cases,
 //! fallbacks with fake generators, the config file, and property tests of the rules every
 //! strategy must keep.
 
@@ -13,7 +13,7 @@ use strata_core::{
 };
 use strata_tokens::Tiktoken;
 
-use super::{build, built_in, Models, StrategiesConfig, NAMES};
+use super::{build, built_in, ModelUse, Models, StrategiesConfig, STRATEGIES};
 
 fn counter() -> Arc<dyn TokenCounter> {
     Arc::new(Tiktoken::o200k())
@@ -298,7 +298,7 @@ impl Generator for Scripted {
     }
 }
 
-fn summary_buffer(answer: Result<&'static str, &'static str>) -> (Box<dyn Strategy>, Arc<Scripted>) {
+fn summary_buffer(answer: Result<&'static str, &'static str>) -> (Arc<dyn Strategy>, Arc<Scripted>) {
     let generator = Arc::new(Scripted { answer, prompts: Mutex::new(Vec::new()) });
     let s = build(
         "summary-buffer",
@@ -421,9 +421,12 @@ fn configs_parse_from_toml_and_json_and_reject_typos() {
         "c.toml: `[tiered] shapes` was removed: an experiment that did not hold out (see docs/experiments.md)"
     );
     let err = build("nope", &StrategiesConfig::default(), &Models::default()).err().unwrap().to_string();
-    assert_eq!(
-        err,
-        "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer, segments, specific, tiered, or segments-abstractive"
+    // Strategies other tests register follow the built-in ones.
+    assert!(
+        err.starts_with(
+            "unknown strategy `nope`: expected one of full, window, recent-8-summary-12, summary-buffer, segments, specific, tiered, segments-abstractive"
+        ),
+        "{err}"
     );
     let err =
         build("segments-abstractive", &StrategiesConfig::default(), &Models::default()).err().unwrap().to_string();
@@ -526,7 +529,7 @@ proptest! {
         let generator: Arc<dyn Generator> = Arc::new(Echo);
         // A question made of words the turns use, so that recall finds something.
         let question = asked.then(|| h.turns().iter().rev().flat_map(|t| t.content.split_whitespace()).take(3).collect::<Vec<_>>().join(" "));
-        for name in NAMES.iter().chain(&["segments-abstractive"]) {
+        for name in STRATEGIES.iter().map(|e| e.name) {
             let s = build(name, &StrategiesConfig::default(), &Models { generator: Some(generator.clone()), ..Models::default() }).unwrap();
             let ctx = s.build(&h, budget, question.as_deref()).unwrap();
             if s.bounded() {
@@ -597,4 +600,53 @@ fn assembled_picks_cost_what_window_costs_and_break_no_rule_unnoticed() {
         "one token over is over"
     );
     assert_eq!(assemble("mine", &h, 0, &[]).unwrap().total_tokens(), 0, "nothing picked costs nothing");
+}
+
+/// A strategy of a program's own (Python's `register_strategy`): a fixed note.
+#[derive(Debug)]
+struct Note(&'static str);
+
+impl Strategy for Note {
+    fn name(&self) -> &str {
+        self.0
+    }
+
+    fn build(&self, history: &History, budget: usize, _: Option<&str>) -> Result<Context, strata_core::StrategyError> {
+        let picks = [strata_strategies::select::Pick::Text("a note".into())];
+        strata_strategies::select::assemble(self.0, history, budget, &picks)
+    }
+}
+
+#[test]
+fn a_registered_strategy_joins_the_catalog_and_a_built_in_name_is_refused() {
+    let config = StrategiesConfig::default();
+    assert!(build("catalog-test-note", &config, &Models::default()).is_err());
+    super::register(Arc::new(Note("catalog-test-note"))).unwrap();
+    let s = build("catalog-test-note", &config, &Models::default()).unwrap();
+    assert_eq!(s.name(), "catalog-test-note");
+    assert!(super::registered().contains(&"catalog-test-note".to_string()));
+    // It reads the history alone, and runs only when named.
+    assert_eq!(super::needs("catalog-test-note"), super::Needs::NOTHING);
+    assert!(!super::default_names().contains(&"catalog-test-note"));
+    for bad in ["tiered", "a b", "a,b", ""] {
+        let err = super::register(Arc::new(Note(bad))).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("strategy `{bad}` cannot be registered: ")), "{err}");
+    }
+    // The built-in `tiered` is still the tiered memory.
+    assert_eq!(build("tiered", &config, &Models::default()).unwrap().name(), "tiered");
+}
+
+#[test]
+fn the_catalog_says_what_each_strategy_reads() {
+    // A strategy that cannot run without a model is never in a default run, and is refused
+    // without one (so a caller never builds a strategy that fails on its first context).
+    for e in STRATEGIES {
+        assert_eq!(super::default_names().contains(&e.name), e.needs.generator != ModelUse::Required, "{}", e.name);
+        let built = build(e.name, &StrategiesConfig::default(), &Models::default());
+        assert_eq!(built.is_err(), e.needs.generator == ModelUse::Required, "{}", e.name);
+    }
+    // Only the tiered memory reads an embedder or a reranker.
+    let reads: Vec<&str> = STRATEGIES.iter().filter(|e| e.needs.embedder || e.needs.reranker).map(|e| e.name).collect();
+    assert_eq!(reads, ["tiered"]);
+    assert!(super::help().lines().count() == STRATEGIES.len());
 }
