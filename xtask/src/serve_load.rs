@@ -79,6 +79,14 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut server = Server::start(&o, &work.join("plain.db"), &upstream.addr, &work.join("plain.log"))?;
     let plain = drive(&server.base, &o, &texts, None)?;
     report("through strata serve", &plain);
+    let half = o.turns / 2;
+    for (what, range) in [("first", 0..1), ("2nd to half", 1..half), ("second half", half..o.turns)] {
+        let (p50, p95) = plain.stage(o.turns, range.clone());
+        let (d50, d95) = direct.stage(o.turns, range);
+        println!(
+            "  {what} requests of each conversation: p50 {p50:.1} ms, p95 {p95:.1} ms (direct {d50:.1} / {d95:.1})"
+        );
+    }
     println!(
         "  added latency: p50 {:.1} ms, p95 {:.1} ms; throughput {:.2}x the direct run's",
         plain.percentile(0.50) - direct.percentile(0.50),
@@ -87,12 +95,24 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     );
     let metrics = get_text(&format!("{}/metrics", server.root()))?;
     for line in metrics.lines().filter(|l| {
-        l.starts_with("strata_token") || l.starts_with("strata_requests_total") || l.starts_with("strata_rerank")
+        l.starts_with("strata_token")
+            || l.starts_with("strata_requests_total")
+            || l.starts_with("strata_rerank")
+            || l.starts_with("strata_embeddings_pending")
     }) {
         println!("  {line}");
     }
     let lost = verify(&server.base, &o, &plain.lists)?;
     server.stop();
+    if let Some(models) = o.models.as_deref().filter(|_| o.embedder != "none") {
+        let (questions, all) = model_alone(&o, &texts, models)?;
+        println!(
+            "  the embedder alone on the same texts: {all:.1} requests/s (each request's question and its two \
+             stored turns), {questions:.1} requests/s (the questions alone); the server did {:.2} and {:.2} of those",
+            plain.rate() / all,
+            plain.rate() / questions
+        );
+    }
 
     // One conversation alone: the added latency without queueing behind the others.
     let alone = Options { conversations: 1, ..o.clone() };
@@ -132,6 +152,46 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         lost + lost_killed
     );
     Ok(())
+}
+
+/// Requests per second the embedder alone does on what the server embeds for a request of the
+/// run: its question (the user message, as a query) and its two stored turns (the message and
+/// the upstream's reply, each whole and by sentences, as the store embeds them), over the first
+/// requests of every conversation. Questions go in batches of one per conversation (as the
+/// server gathers those that arrive together) and turns four at a time (its queue's batch): the
+/// model's best case, which the server's rate is measured against. Returns the rate with the
+/// questions alone, and with the questions and the stored turns.
+fn model_alone(o: &Options, texts: &[String], models: &Path) -> Result<(f64, f64)> {
+    use strata_core::{Role, Timestamp, Turn};
+    let embedder = strata_models::embedder(&o.embedder, models)?;
+    let now = Timestamp(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64);
+    let turns = o.turns.min(4);
+    let (mut questions, mut stored) = (Vec::new(), Vec::new());
+    for t in 0..turns {
+        for c in 0..o.conversations {
+            let user = format!("{} {}", tag(c, &format!("t{t}")), texts[(c * 7 + t) % texts.len()]);
+            let reply = format!("[c{c}:t{t} reply] {REPLY}");
+            for (id, role, text) in [("u", Role::User, &user), ("a", Role::Assistant, &reply)] {
+                stored.push(Turn { timestamp: Some(now), ..Turn::new(format!("{id}{t}"), role, text.as_str()) });
+            }
+            questions.push(user);
+        }
+    }
+    // One warm-up call, as the server's first request pays for the model's first run.
+    embedder.embed(&["warm up"])?;
+    let started = Instant::now();
+    for batch in questions.chunks(o.conversations.max(1)) {
+        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+        embedder.embed_query(&refs)?;
+    }
+    let questions_only = started.elapsed().as_secs_f64();
+    for batch in stored.chunks(4) {
+        let texts: Vec<String> = batch.iter().flat_map(strata_store::embedded_texts).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        embedder.embed(&refs)?;
+    }
+    let n = questions.len() as f64;
+    Ok((n / questions_only, n / started.elapsed().as_secs_f64()))
 }
 
 /// User messages of about 200 tokens: LoCoMo's turns (real chat), eight at a time.
@@ -349,6 +409,20 @@ impl Run {
 
     fn rate(&self) -> f64 {
         self.latencies_ms.len() as f64 / self.wall.as_secs_f64()
+    }
+
+    /// p50 and p95 of the requests whose turn index `t` (each conversation's requests are in
+    /// order, `turns` each) is in `range`: where in a conversation's life the time goes.
+    fn stage(&self, turns: usize, range: std::ops::Range<usize>) -> (f64, f64) {
+        let latencies_ms = self
+            .latencies_ms
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| range.contains(&(i % turns.max(1))))
+            .map(|(_, l)| *l)
+            .collect();
+        let part = Run { latencies_ms, lists: Vec::new(), wall: self.wall, retries: 0, downtime: Duration::ZERO };
+        (part.percentile(0.50), part.percentile(0.95))
     }
 }
 
