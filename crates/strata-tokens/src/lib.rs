@@ -10,10 +10,14 @@
 //! methods, so every counter frames messages the same way.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use strata_core::TokenCounter;
 use tiktoken_rs::CoreBPE;
+
+mod memo;
+
+use memo::Memo;
 
 /// One of the bundled OpenAI encodings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,6 +32,8 @@ pub enum Encoding {
 pub struct Tiktoken {
     encoding: Encoding,
     bpe: &'static CoreBPE,
+    /// The encoding's counts so far, one memo per encoding for the process.
+    memo: &'static Memo,
 }
 
 impl std::fmt::Debug for Tiktoken {
@@ -39,11 +45,13 @@ impl std::fmt::Debug for Tiktoken {
 impl Tiktoken {
     pub fn new(encoding: Encoding) -> Tiktoken {
         // The singletons parse the bundled rank files once per process.
-        let bpe = match encoding {
-            Encoding::O200kBase => tiktoken_rs::o200k_base_singleton(),
-            Encoding::Cl100kBase => tiktoken_rs::cl100k_base_singleton(),
+        static O200K: OnceLock<Memo> = OnceLock::new();
+        static CL100K: OnceLock<Memo> = OnceLock::new();
+        let (bpe, memo) = match encoding {
+            Encoding::O200kBase => (tiktoken_rs::o200k_base_singleton(), O200K.get_or_init(Memo::new)),
+            Encoding::Cl100kBase => (tiktoken_rs::cl100k_base_singleton(), CL100K.get_or_init(Memo::new)),
         };
-        Tiktoken { encoding, bpe }
+        Tiktoken { encoding, bpe, memo }
     }
 
     pub fn o200k() -> Tiktoken {
@@ -65,15 +73,43 @@ impl TokenCounter for Tiktoken {
 
     fn count(&self, text: &str) -> usize {
         // `encode_ordinary` treats strings such as "<|endoftext|>" as text, which is what chat
-        // APIs do with message content.
-        self.bpe.encode_ordinary(text).len()
+        // APIs do with message content. A text is counted line by line where the encoding
+        // cannot merge across the line break (see [`lines`]), so that a block rebuilt from
+        // lines counted before (a memory's salient sentences, its summaries) costs lookups.
+        lines(text).map(|line| self.memo.count(line, |t| self.bpe.encode_ordinary(t).len())).sum()
     }
+}
+
+/// `text` cut after each line break that the next character starts a new pre-token at, so that
+/// the pieces' counts sum to the whole's. In both bundled encodings a pre-token holds a line
+/// break only in a run of whitespace or line breaks, or after punctuation (`[\r\n/]*` in
+/// o200k, `[\r\n]*` in cl100k), and none begins with one; so the pre-token holding a break
+/// ends with the run of breaks when a letter or digit follows, and byte-pair merges never
+/// cross a pre-token.
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut cut = rest.len();
+        for (i, _) in rest.match_indices('\n') {
+            if rest[i + 1..].chars().next().is_some_and(char::is_alphanumeric) {
+                cut = i + 1;
+                break;
+            }
+        }
+        let (line, after) = rest.split_at(cut);
+        rest = after;
+        Some(line)
+    })
 }
 
 /// Counts with a Hugging Face `tokenizer.json`, without the model's special tokens.
 pub struct HfTokenizer {
     name: String,
     tokenizer: tokenizers::Tokenizer,
+    memo: Memo,
 }
 
 impl std::fmt::Debug for HfTokenizer {
@@ -86,7 +122,7 @@ impl HfTokenizer {
     pub fn from_file(path: &Path) -> Result<HfTokenizer, TokenizerError> {
         let tokenizer = tokenizers::Tokenizer::from_file(path)
             .map_err(|e| TokenizerError::Load { path: path.to_path_buf(), message: e.to_string() })?;
-        Ok(HfTokenizer { name: format!("hf:{}", path.display()), tokenizer })
+        Ok(HfTokenizer { name: format!("hf:{}", path.display()), tokenizer, memo: Memo::new() })
     }
 }
 
@@ -96,12 +132,12 @@ impl TokenCounter for HfTokenizer {
     }
 
     fn count(&self, text: &str) -> usize {
-        match self.tokenizer.encode_fast(text, false) {
+        self.memo.count(text, |t| match self.tokenizer.encode_fast(t, false) {
             Ok(enc) => enc.len(),
             // Tokenizers only fail on inputs their normaliser cannot handle; counting the
             // bytes over-estimates, which keeps a budget safe rather than silently blowing it.
-            Err(_) => text.len(),
-        }
+            Err(_) => t.len(),
+        })
     }
 }
 

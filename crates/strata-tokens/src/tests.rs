@@ -26,9 +26,13 @@ fn counts_match_tiktoken_on_tricky_strings() {
     let (o200k, cl100k) = (Tiktoken::o200k(), Tiktoken::cl100k());
     let cases = tricky().cases;
     assert!(cases.len() >= 30);
-    for case in cases {
-        assert_eq!(o200k.count(&case.text), case.o200k_base, "o200k on {:?}", case.text);
-        assert_eq!(cl100k.count(&case.text), case.cl100k_base, "cl100k on {:?}", case.text);
+    // Twice, through a second counter of each encoding: the second pass reads the process's
+    // memo, and must give the same counts.
+    for (o200k, cl100k) in [(&o200k, &cl100k), (&Tiktoken::o200k(), &Tiktoken::cl100k())] {
+        for case in &cases {
+            assert_eq!(o200k.count(&case.text), case.o200k_base, "o200k on {:?}", case.text);
+            assert_eq!(cl100k.count(&case.text), case.cl100k_base, "cl100k on {:?}", case.text);
+        }
     }
 }
 
@@ -99,4 +103,27 @@ fn hf_tokenizer_json_counts_without_special_tokens() {
     let counter = from_spec(path.to_str().unwrap()).unwrap();
     assert_eq!(counter.count("hello world, again"), 4);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Counting line by line gives what the encoding gives the whole text, over random texts made
+/// of the characters that decide where pre-tokens end: line breaks, spaces, punctuation and
+/// `/` before and after them, letters of several scripts, marks, digits.
+#[test]
+fn a_text_counted_by_lines_counts_as_a_whole() {
+    let parts = [
+        "\n", "\n\n", "\r\n", " ", "  ", "\t", ".", "!", "/", "//", "'s", "'", "-", ":", "abc", "Word", "x", "42",
+        "1234", "é", "名前", "नमस्ते", "\u{0301}", "😀", "a.b", "Jane:", "<|endoftext|>",
+    ];
+    let (o200k, cl100k) = (Tiktoken::o200k(), Tiktoken::cl100k());
+    let mut seed = 0x5eed_u64;
+    for _ in 0..3000 {
+        let mut text = String::new();
+        for _ in 0..1 + (seed % 12) as usize {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            text.push_str(parts[(seed >> 33) as usize % parts.len()]);
+        }
+        assert_eq!(o200k.count(&text), o200k.bpe.encode_ordinary(&text).len(), "o200k on {text:?}");
+        assert_eq!(cl100k.count(&text), cl100k.bpe.encode_ordinary(&text).len(), "cl100k on {text:?}");
+        assert_eq!(super::lines(&text).collect::<String>(), text);
+    }
 }
