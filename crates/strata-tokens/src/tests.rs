@@ -111,8 +111,33 @@ fn hf_tokenizer_json_counts_without_special_tokens() {
 #[test]
 fn a_text_counted_by_lines_counts_as_a_whole() {
     let parts = [
-        "\n", "\n\n", "\r\n", " ", "  ", "\t", ".", "!", "/", "//", "'s", "'", "-", ":", "abc", "Word", "x", "42",
-        "1234", "é", "名前", "नमस्ते", "\u{0301}", "😀", "a.b", "Jane:", "<|endoftext|>",
+        "\n",
+        "\n\n",
+        "\r\n",
+        " ",
+        "  ",
+        "\t",
+        ".",
+        "!",
+        "/",
+        "//",
+        "'s",
+        "'",
+        "-",
+        ":",
+        "abc",
+        "Word",
+        "x",
+        "42",
+        "1234",
+        "é",
+        "名前",
+        "नमस्ते",
+        "\u{0301}",
+        "😀",
+        "a.b",
+        "Jane:",
+        "<|endoftext|>",
     ];
     let (o200k, cl100k) = (Tiktoken::o200k(), Tiktoken::cl100k());
     let mut seed = 0x5eed_u64;
