@@ -107,8 +107,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     if let Some(models) = o.models.as_deref().filter(|_| o.embedder != "none") {
         let (questions, all) = model_alone(&o, &texts, models)?;
         println!(
-            "  the embedder alone on the same texts: {all:.1} requests/s (each request's question and its two \
-             stored turns), {questions:.1} requests/s (the questions alone); the server did {:.2} and {:.2} of those",
+            "  the embedder alone on the same texts: {all:.1} requests/s (the questions over the budget and every \
+             request's two stored turns), {questions:.1} requests/s (the questions alone); the server did {:.2} and \
+             {:.2} of those",
             plain.rate() / all,
             plain.rate() / questions
         );
@@ -154,34 +155,49 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// Requests per second the embedder alone does on what the server embeds for a request of the
-/// run: its question (the user message, as a query) and its two stored turns (the message and
-/// the upstream's reply, each whole and by sentences, as the store embeds them), over the first
-/// requests of every conversation. Questions go in batches of one per conversation (as the
-/// server gathers those that arrive together) and turns four at a time (its queue's batch): the
-/// model's best case, which the server's rate is measured against. Returns the rate with the
-/// questions alone, and with the questions and the stored turns.
+/// Requests per second the embedder alone does on what the server embeds for the run's
+/// requests: the question of each request whose history is over the budget (a history that
+/// fits is sent whole, with no recall), as a query, and each request's two stored turns (the
+/// message and the upstream's reply, whole and by sentences, as the store embeds them).
+/// Questions go in batches of one per conversation (as the server gathers those that arrive
+/// together) and turns four at a time (its queue's batch): the model's best case, which the
+/// server's rate is measured against. Timed on every tenth request of the run (every one, for
+/// a run of under 200), to keep the bench short; returns the rate with the questions alone, and
+/// with the questions and the stored turns.
 fn model_alone(o: &Options, texts: &[String], models: &Path) -> Result<(f64, f64)> {
-    use strata_core::{Role, Timestamp, Turn};
+    use strata_core::{Role, Timestamp, TokenCounter as _, Turn};
     let embedder = strata_models::embedder(&o.embedder, models)?;
+    let counter = strata_tokens::Tiktoken::o200k();
     let now = Timestamp(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64);
-    let turns = o.turns.min(4);
-    let (mut questions, mut stored) = (Vec::new(), Vec::new());
-    for t in 0..turns {
-        for c in 0..o.conversations {
+    let step = if o.conversations * o.turns < 200 { 1 } else { 10 };
+    let (mut questions, mut stored, mut requests) = (Vec::new(), Vec::new(), 0usize);
+    for c in 0..o.conversations {
+        let system = format!("{} You are a helpful assistant.", tag(c, "system"));
+        let mut history = counter.count_message(Role::System, None, &system, None, &[]);
+        for t in 0..o.turns {
             let user = format!("{} {}", tag(c, &format!("t{t}")), texts[(c * 7 + t) % texts.len()]);
             let reply = format!("[c{c}:t{t} reply] {REPLY}");
+            history += counter.count_message(Role::User, None, &user, None, &[]);
+            let asks = history > o.budget;
+            history += counter.count_message(Role::Assistant, None, &reply, None, &[]);
+            if (c * o.turns + t) % step != 0 {
+                continue;
+            }
+            requests += 1;
             for (id, role, text) in [("u", Role::User, &user), ("a", Role::Assistant, &reply)] {
                 stored.push(Turn { timestamp: Some(now), ..Turn::new(format!("{id}{t}"), role, text.as_str()) });
             }
-            questions.push(user);
+            if asks {
+                // As recall embeds it: the message and its content words, in one call.
+                questions.push(strata::question_texts(&user, &Default::default()));
+            }
         }
     }
     // One warm-up call, as the server's first request pays for the model's first run.
     embedder.embed(&["warm up"])?;
     let started = Instant::now();
     for batch in questions.chunks(o.conversations.max(1)) {
-        let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+        let refs: Vec<&str> = batch.iter().flatten().map(String::as_str).collect();
         embedder.embed_query(&refs)?;
     }
     let questions_only = started.elapsed().as_secs_f64();
@@ -190,7 +206,7 @@ fn model_alone(o: &Options, texts: &[String], models: &Path) -> Result<(f64, f64
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         embedder.embed(&refs)?;
     }
-    let n = questions.len() as f64;
+    let n = requests as f64;
     Ok((n / questions_only, n / started.elapsed().as_secs_f64()))
 }
 
@@ -372,6 +388,8 @@ impl Server {
 /// A folder linking to every model of `models` but not its cache.
 fn cold_models(models: &Path, at: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(at)?;
+    // Links to absolute paths: a relative `STRATA_MODELS` would otherwise be read from `at`.
+    let models = &std::path::absolute(models)?;
     for entry in std::fs::read_dir(models).with_context(|| models.display().to_string())? {
         let entry = entry?;
         if entry.file_name() != ".cache" {

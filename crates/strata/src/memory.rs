@@ -661,11 +661,13 @@ impl Snapshot {
     fn rank(&self, question: &str) -> Result<Vec<(usize, f32)>, MemoryError> {
         let turns = self.history.turns();
         let speakers = &self.grouping.speakers;
-        let content = recall::content_words(question, speakers).filter(|_| self.config.recall.content_query > 0.0);
+        let mut texts = recall::question_texts(question, speakers);
+        // The content words are searched only with a weight.
+        texts.truncate(if self.config.recall.content_query > 0.0 { 2 } else { 1 });
         // Both vectors in one model call; a failed call leaves the question to its words.
         let (embedding, content) = match &self.embedder {
             Some(e) => {
-                let texts: Vec<&str> = std::iter::once(question).chain(content.as_deref()).collect();
+                let texts: Vec<&str> = texts.iter().map(String::as_str).collect();
                 match e.embed_query(&texts) {
                     Ok(mut vs) if vs.len() == texts.len() => {
                         let content = (vs.len() == 2).then(|| vs.pop()).flatten();

@@ -96,6 +96,13 @@ pub(crate) fn extend_sessions(sessions: &mut Vec<u32>, turns: &[Turn], gap: i64)
     }
 }
 
+/// What a question is embedded as, in one model call: the question itself, then its content
+/// words when they differ from it ([`content_words`]). Public so that a bench can time the
+/// model on exactly what recall asks of it (`cargo xtask serve-load`).
+pub fn question_texts(question: &str, speakers: &BTreeSet<String>) -> Vec<String> {
+    std::iter::once(question.to_string()).chain(content_words(question, speakers)).collect()
+}
+
 /// The question without its stopwords, question words and the conversation's speaker names:
 /// "When did Melanie paint a sunrise?" → "paint sunrise". `None` when nothing is left or
 /// nothing was removed (the second search would repeat the first).
