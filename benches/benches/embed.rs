@@ -8,7 +8,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use strata_candle::{BertEmbedder, EmbedderConfig, Precision};
@@ -17,7 +17,6 @@ use strata_models::Kind;
 const RUNS: usize = 5;
 
 fn main() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let models = strata_models::dir(None);
     let (dir, minilm) = strata_models::pinned(Kind::Embedder, "minilm", &models).unwrap_or_else(|e| panic!("{e}"));
     let sentences = strata_benches::sentences(1000);

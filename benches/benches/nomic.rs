@@ -11,7 +11,7 @@
 
 #![allow(clippy::print_stdout)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use strata_candle::{BertEmbedder, EmbedderConfig, Precision};
@@ -20,7 +20,6 @@ use strata_models::Kind;
 const RUNS: usize = 3;
 
 fn main() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let models = strata_models::dir(None);
     let pinned = |name| strata_models::pinned(Kind::Embedder, name, &models).unwrap_or_else(|e| panic!("{e}"));
     let ((_, nomic), (vocab, _)) = (pinned("nomic"), pinned("minilm"));

@@ -235,7 +235,6 @@ fn rusqlite_floor(path: &std::path::Path, turns: &[Turn]) -> f64 {
 }
 
 fn main() {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     let models = strata_models::dir(None);
     let (dir, minilm) = strata_models::pinned(Kind::Embedder, "minilm", &models).unwrap_or_else(|e| panic!("{e}"));
     let load = || BertEmbedder::load(&dir, minilm.name, EmbedderConfig::default()).expect("MiniLM");

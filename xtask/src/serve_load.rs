@@ -180,7 +180,7 @@ fn model_alone(o: &Options, texts: &[String], models: &Path) -> Result<(f64, f64
             history += counter.count_message(Role::User, None, &user, None, &[]);
             let asks = history > o.budget;
             history += counter.count_message(Role::Assistant, None, &reply, None, &[]);
-            if (c * o.turns + t) % step != 0 {
+            if !(c * o.turns + t).is_multiple_of(step) {
                 continue;
             }
             requests += 1;
