@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 use strata_eval::EvalConfig;
 use strata_eval::Mode;
 
+/// Where the models are, by the rule every command follows.
 fn models_dir() -> PathBuf {
-    std::env::var_os("STRATA_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../models"))
+    strata_models::dir(None)
 }
 
 fn root() -> PathBuf {

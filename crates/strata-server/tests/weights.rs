@@ -13,10 +13,9 @@ use strata_store::SqliteStore;
 
 const BUDGET: usize = 300;
 
+/// Where the models are, by the rule every command follows.
 fn models_dir() -> PathBuf {
-    std::env::var_os("STRATA_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../models"))
+    strata_models::dir(None)
 }
 
 /// A server answering with SmolLM2 under `--budget 300`, as `strata serve --local-model
