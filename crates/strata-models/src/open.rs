@@ -13,13 +13,16 @@ use crate::{CachedEmbedder, CachedGenerator, CachedReranker, LazyGenerator, Mode
 
 /// The model of `kind` called `name`, or an error listing the names there are.
 fn find(kind: Kind, name: &str) -> Result<&'static Model, ModelError> {
-    table::find(kind, name).ok_or_else(|| {
-        let mut known = table::aliases(kind).join(", ");
-        if kind == Kind::Generator {
-            known.push_str("; or a path to a GGUF file, or an endpoint as URL#MODEL");
-        }
-        ModelError::Unknown { kind, name: name.to_string(), known }
-    })
+    table::find(kind, name).ok_or_else(|| unknown(kind, name))
+}
+
+/// No model of `kind` is called `name`: the error lists those that are.
+fn unknown(kind: Kind, name: &str) -> ModelError {
+    let mut known = table::aliases(kind).join(", ");
+    if kind == Kind::Generator {
+        known.push_str("; or a path to a GGUF file, or an endpoint as URL#MODEL");
+    }
+    ModelError::Unknown { kind, name: name.to_string(), known }
 }
 
 /// Checks every file of `model` in `models_dir` for its pinned size and, when `hash`, its
@@ -72,7 +75,8 @@ fn open_embedder(name: &str, models_dir: &Path) -> Result<BertEmbedder, ModelErr
         Open::BgeOnnx => {
             BertEmbedder::load_bge(&folder, model.name, EmbedderConfig { precision: Precision::Int8, ..long })?
         }
-        Open::CrossEncoderOnnx | Open::Gguf => unreachable!("find returns embedders only"),
+        // `find` returns embedders only; a table whose kinds disagree is refused, not run.
+        Open::CrossEncoderOnnx | Open::Gguf => return Err(unknown(Kind::Embedder, name)),
     })
 }
 
@@ -81,7 +85,7 @@ fn open_reranker(name: &str, models_dir: &Path) -> Result<CrossEncoder, ModelErr
     let folder = checked(model, models_dir, true)?;
     match model.open {
         Open::CrossEncoderOnnx => Ok(CrossEncoder::load(&folder, model.name, RerankConfig::default())?),
-        _ => unreachable!("find returns rerankers only"),
+        _ => Err(unknown(Kind::Reranker, name)),
     }
 }
 
@@ -122,7 +126,7 @@ fn gguf(name: &str, models_dir: &Path) -> Result<(PathBuf, String, Option<&'stat
     let path = Path::new(name);
     let is_path = path.components().count() > 1 || path.extension().is_some_and(|e| e.eq_ignore_ascii_case("gguf"));
     if !is_path {
-        return Err(find(Kind::Generator, name).expect_err("not in the table"));
+        return Err(unknown(Kind::Generator, name));
     }
     if !path.is_file() {
         return Err(EngineError::Missing { path: path.to_path_buf() }.into());

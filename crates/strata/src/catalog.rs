@@ -52,7 +52,7 @@ pub struct Entry {
     pub needs: Needs,
     /// Its table in the config file, for `--explain`: `None` for a strategy with no table.
     settings: fn(&StrategiesConfig) -> Option<String>,
-    make: fn(&StrategiesConfig, Models) -> Box<dyn Strategy>,
+    make: fn(&StrategiesConfig, Models) -> Result<Box<dyn Strategy>, ConfigError>,
 }
 
 impl std::fmt::Debug for Entry {
@@ -76,49 +76,51 @@ pub static STRATEGIES: &[Entry] = &[
         about: "every turn verbatim, over the budget if need be: the reference nothing is lost against",
         needs: Needs::NOTHING,
         settings: |_| None,
-        make: |_, _| Box::new(Full),
+        make: |_, _| Ok(Box::new(Full)),
     },
     Entry {
         name: "window",
         about: "the newest turns that fit",
         needs: Needs::NOTHING,
         settings: |c| table("window", &c.window),
-        make: |c, _| Box::new(Window::new(c.window.clone())),
+        make: |c, _| Ok(Box::new(Window::new(c.window.clone()))),
     },
     Entry {
         name: "recent-8-summary-12",
         about: "the seed's memory: the last 8 interactions verbatim, a heuristic summary of the 12 before",
         needs: Needs::NOTHING,
         settings: |c| table("recent-8-summary-12", &c.recent_summary),
-        make: |c, _| Box::new(RecentSummary::new(c.recent_summary.clone())),
+        make: |c, _| Ok(Box::new(RecentSummary::new(c.recent_summary.clone()))),
     },
     Entry {
         name: "summary-buffer",
         about: "the newest turns, and a running summary of what fell out (a model's, with --model)",
         needs: Needs { generator: ModelUse::Optional, ..Needs::NOTHING },
         settings: |c| table("summary-buffer", &c.summary_buffer),
-        make: |c, m| Box::new(SummaryBuffer::new(c.summary_buffer.clone(), m.generator)),
+        make: |c, m| Ok(Box::new(SummaryBuffer::new(c.summary_buffer.clone(), m.generator))),
     },
     Entry {
         name: "segments",
         about: "the seed's segments: the newest turns, the fact registry, extractive summaries of older segments",
         needs: Needs::NOTHING,
         settings: |c| table("segments", &c.segments),
-        make: |c, _| Box::new(Segments::extractive(c.segments.clone())),
+        make: |c, _| Ok(Box::new(Segments::extractive(c.segments.clone()))),
     },
     Entry {
         name: "specific",
         about: "the conversation's most specific sentences (summed IDF over the square root of length)",
         needs: Needs::NOTHING,
         settings: |_| None,
-        make: |_, _| Box::new(Specific),
+        make: |_, _| Ok(Box::new(Specific)),
     },
     Entry {
         name: Tiered::NAME,
         about: "Strata's tiered memory: hot turns, summaries, salient sentences, and recall for a question",
         needs: Needs { embedder: true, reranker: true, generator: ModelUse::Optional },
         settings: |c| table(Tiered::NAME, &c.tiered),
-        make: |c, m| Box::new(Tiered::with_config(m.embedder, m.generator, c.tiered.clone()).with_reranker(m.reranker)),
+        make: |c, m| {
+            Ok(Box::new(Tiered::with_config(m.embedder, m.generator, c.tiered.clone()).with_reranker(m.reranker)))
+        },
     },
     Entry {
         name: "segments-abstractive",
@@ -126,8 +128,8 @@ pub static STRATEGIES: &[Entry] = &[
         needs: Needs { generator: ModelUse::Required, ..Needs::NOTHING },
         settings: |c| table("segments", &c.segments),
         make: |c, m| match m.generator {
-            Some(g) => Box::new(Segments::abstractive(c.segments.clone(), g)),
-            None => unreachable!("build checks that a required generator is given"),
+            Some(g) => Ok(Box::new(Segments::abstractive(c.segments.clone(), g))),
+            None => Err(ConfigError::NeedsGenerator { name: "segments-abstractive".to_string() }),
         },
     },
 ];
@@ -367,7 +369,7 @@ fn built_in(name: &str, config: &StrategiesConfig, models: &Models) -> Result<Bo
     if entry.needs.generator == ModelUse::Required && models.generator.is_none() {
         return Err(ConfigError::NeedsGenerator { name: name.to_string() });
     }
-    Ok((entry.make)(config, models.clone()))
+    (entry.make)(config, models.clone())
 }
 
 #[cfg(test)]

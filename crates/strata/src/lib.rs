@@ -45,8 +45,8 @@ fn in_background<T: Send>(f: impl FnOnce() -> T + Send) -> T {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let _one = ONE.lock().unwrap_or_else(|p| p.into_inner());
-    let pool = POOL
-        .get_or_init(|| rayon::ThreadPoolBuilder::new().thread_name(|i| format!("strata-model-{i}")).build().ok());
+    let pool =
+        POOL.get_or_init(|| rayon::ThreadPoolBuilder::new().thread_name(|i| format!("strata-model-{i}")).build().ok());
     match pool {
         Some(pool) => pool.install(f),
         // No threads to be had: the caller's pool, as before.
