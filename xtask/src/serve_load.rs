@@ -161,9 +161,9 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
 /// message and the upstream's reply, whole and by sentences, as the store embeds them).
 /// Questions go in batches of one per conversation (as the server gathers those that arrive
 /// together) and turns four at a time (its queue's batch): the model's best case, which the
-/// server's rate is measured against. Timed on every tenth request of the run (every one, for
-/// a run of under 200), to keep the bench short; returns the rate with the questions alone, and
-/// with the questions and the stored turns.
+/// server's rate is measured against. Timed on every tenth conversation of the run (every one,
+/// for a run of under 200 requests), to keep the bench short; returns the rate with the
+/// questions alone, and with the questions and the stored turns.
 fn model_alone(o: &Options, texts: &[String], models: &Path) -> Result<(f64, f64)> {
     use strata_core::{Role, Timestamp, TokenCounter as _, Turn};
     let embedder = strata_models::embedder(&o.embedder, models)?;
@@ -180,7 +180,9 @@ fn model_alone(o: &Options, texts: &[String], models: &Path) -> Result<(f64, f64
             history += counter.count_message(Role::User, None, &user, None, &[]);
             let asks = history > o.budget;
             history += counter.count_message(Role::Assistant, None, &reply, None, &[]);
-            if !(c * o.turns + t).is_multiple_of(step) {
+            // Whole conversations, so that the sample has the run's share of requests over
+            // the budget (every tenth request would pick the same turns of each).
+            if !c.is_multiple_of(step) {
                 continue;
             }
             requests += 1;
