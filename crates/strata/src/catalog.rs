@@ -52,8 +52,11 @@ pub struct Entry {
     pub needs: Needs,
     /// Its table in the config file, for `--explain`: `None` for a strategy with no table.
     settings: fn(&StrategiesConfig) -> Option<String>,
-    make: fn(&StrategiesConfig, Models) -> Result<Box<dyn Strategy>, ConfigError>,
+    make: Make,
 }
+
+/// How an entry builds its strategy from the config file's tables and the models given.
+type Make = fn(&StrategiesConfig, Models) -> Result<Box<dyn Strategy>, ConfigError>;
 
 impl std::fmt::Debug for Entry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
