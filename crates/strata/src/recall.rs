@@ -97,11 +97,21 @@ pub(crate) fn extend_sessions(sessions: &mut Vec<u32>, turns: &[Turn], gap: i64)
 }
 
 /// What a question is embedded as, in one model call: the question itself, then its content
-/// words when they differ from it ([`content_words`]). Public so that a bench can time the
-/// model on exactly what recall asks of it (`cargo xtask serve-load`).
+/// words when they differ from it ([`content_words`]) and the question is a question's length
+/// ([`CONTENT_WORDS_MAX`]). Public so that a bench can time the model on exactly what recall
+/// asks of it (`cargo xtask serve-load`).
 pub fn question_texts(question: &str, speakers: &BTreeSet<String>) -> Vec<String> {
-    std::iter::once(question.to_string()).chain(content_words(question, speakers)).collect()
+    let short = strata_text::alnum_words(question).nth(CONTENT_WORDS_MAX).is_none();
+    std::iter::once(question.to_string()).chain(content_words(question, speakers).filter(|_| short)).collect()
 }
+
+/// The longest question, in words, searched by its content words as well. The second search
+/// corrects a short question's vector, which leans towards every turn of the speaker it names;
+/// a long message's vector is carried by its content already, and its content words would
+/// double the model's work for it (a server's question is the user's whole message: about 200
+/// tokens under `cargo xtask serve-load`, where that work is what a request waits for). Every
+/// question of LoCoMo and the probe sets is under 30 words.
+pub(crate) const CONTENT_WORDS_MAX: usize = 64;
 
 /// The question without its stopwords, question words and the conversation's speaker names:
 /// "When did Melanie paint a sunrise?" → "paint sunrise". `None` when nothing is left or

@@ -685,6 +685,20 @@ fn a_question_content_words_leave_out_question_words_stopwords_and_speakers() {
 }
 
 #[test]
+fn a_long_message_is_embedded_without_its_content_words() {
+    let none = std::collections::BTreeSet::new();
+    let question = "When did Melanie paint a sunrise?";
+    assert_eq!(crate::question_texts(question, &none), [question, "Melanie paint sunrise"]);
+    // The limit is in words: a message of as many words as it allows still gets the second
+    // text, one word more does not.
+    let words = |n: usize| (0..n).map(|i| format!("paint{i}")).collect::<Vec<_>>().join(" the ");
+    let at_limit = words(crate::recall::CONTENT_WORDS_MAX.div_ceil(2));
+    assert_eq!(crate::question_texts(&at_limit, &none).len(), 2, "{at_limit}");
+    let long = format!("{at_limit} the sunrise again");
+    assert_eq!(crate::question_texts(&long, &none), [long.as_str()]);
+}
+
+#[test]
 fn rankings_combine_scaled_to_their_best_score() {
     let first = vec![(3, 0.04), (1, 0.02), (7, 0.01)];
     let second = vec![(1, 2.0), (5, 1.0)];
