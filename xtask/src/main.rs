@@ -4,6 +4,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod datasets;
+mod fuzz;
 mod models;
 mod py_test;
 mod serve_e2e;
@@ -44,6 +45,10 @@ tasks:
   serve-e2e                the openai Python package (a venv under target/) against `strata serve`
                            in front of llama.cpp's server (llama-cpp-python) and with
                            --local-model smollm2 (fetches the models)
+  fuzz [TARGET...] [--seconds N]
+                           build the fuzz targets of fuzz/ (libFuzzer, stable toolchain) and run
+                           each for N seconds (60) from its seeds in fuzz/seeds: transcript,
+                           chat_request, sse, config; a crash fails, naming the input
   py-test [PYTEST ARGS]    build the Python package's wheel (maturin), install it into a fresh
                            venv under target/py, run its pytest suite, examples/compare.py and
                            the overhead measurement (needs the release build and the models)";
@@ -77,6 +82,7 @@ fn main() -> Result<()> {
         Some("serve-load") => serve_load::run(&root(), rest),
         Some("serve-e2e") => serve_e2e::run(&root(), rest),
         Some("py-test") => py_test::run(&root(), rest),
+        Some("fuzz") => fuzz::run(&root(), rest),
         _ => {
             eprintln!("{USAGE}");
             std::process::exit(2);

@@ -30,7 +30,7 @@ const MODEL_CRATE_USERS: &[&str] = &["strata-models", "strata-benches"];
 /// Every problem found, one line each; empty when the tree is tidy.
 pub(crate) fn check(root: &Path) -> Result<Vec<String>> {
     let mut problems = Vec::new();
-    for dir in ["crates", "eval", "xtask", "benches"] {
+    for dir in ["crates", "eval", "xtask", "benches", "fuzz"] {
         for file in rust_files(&root.join(dir))? {
             let text = std::fs::read_to_string(&file).with_context(|| file.display().to_string())?;
             if !text.starts_with("//!") {

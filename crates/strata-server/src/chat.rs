@@ -481,7 +481,7 @@ fn reply_turn(v: &Value) -> Option<Turn> {
 /// A streamed reply put back together from its server-sent events: the content deltas and the
 /// tool calls' pieces, complete once a choice finished or `[DONE]` came.
 #[derive(Debug, Default)]
-pub(crate) struct SseReply {
+pub struct SseReply {
     pending: Vec<u8>,
     content: String,
     /// Tool calls by their `index`: id, name, arguments so far.
@@ -490,7 +490,7 @@ pub(crate) struct SseReply {
 }
 
 impl SseReply {
-    pub(crate) fn feed(&mut self, bytes: &[u8]) {
+    pub fn feed(&mut self, bytes: &[u8]) {
         self.pending.extend_from_slice(bytes);
         while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = self.pending.drain(..=end).collect();
@@ -535,7 +535,7 @@ impl SseReply {
     }
 
     /// The reply, if the stream finished it.
-    pub(crate) fn finish(self) -> Option<Turn> {
+    pub fn finish(self) -> Option<Turn> {
         if !self.done {
             return None;
         }

@@ -33,6 +33,7 @@ mod sent;
 mod tests;
 
 pub use api::ApiError;
+pub use chat::SseReply;
 use metrics::Metrics;
 
 /// Who answers the chat requests.
