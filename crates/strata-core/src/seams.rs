@@ -209,6 +209,13 @@ pub struct Hit {
 pub enum StoreError {
     #[error("store {location}: {message}")]
     Backend { location: String, message: String },
+    /// The disk (or the database server's) has no room: the write failed whole and nothing
+    /// of it is read back; the same write succeeds once there is room again.
+    #[error("store {location}: the disk is full ({message}); nothing of the failed write was kept")]
+    Full { location: String, message: String },
+    /// The file or its folder cannot be written (a read-only file system or file).
+    #[error("store {location}: cannot be written ({message}); give a writable path")]
+    ReadOnly { location: String, message: String },
     /// The file is not a Strata store (another program's database, or not a database at all);
     /// it is left untouched.
     #[error("store {location}: {message}; the file was left untouched")]
@@ -236,7 +243,13 @@ impl StoreError {
     /// Whether the store was refused as the user gave it (not a store, corrupt, too new, the
     /// wrong embedder, an impossible request), as opposed to one that failed while working.
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, StoreError::Backend { .. })
+        !matches!(self, StoreError::Backend { .. } | StoreError::Full { .. })
+    }
+
+    /// Whether the store cannot take writes for now but will once the disk has room: a
+    /// server answers 503, and the client may send the same request again.
+    pub fn is_full(&self) -> bool {
+        matches!(self, StoreError::Full { .. })
     }
 }
 

@@ -16,7 +16,7 @@ use strata_core::{ChatMessage, GenerateError, GenerateRequest, Message, Role, Ti
 
 use crate::api::{self, ApiError, ChatRequest};
 use crate::sent::SentPrompt;
-use crate::{internal, AppState, Backend};
+use crate::{failed, internal, AppState, Backend};
 
 /// What the model is sent for a request, and where its reply goes.
 struct Prepared {
@@ -204,7 +204,7 @@ fn prepare(state: &AppState, id: &str, turns: Vec<Turn>, budget: usize) -> Resul
             t.timestamp = Some(Timestamp(now));
             memory.push(t).map_err(|e| match e {
                 MemoryError::History(h) => ApiError::field(format!("messages[{k}]"), h),
-                e => internal(format!("conversation {id}: messages[{k}] not stored: {e}")),
+                e => failed(format!("conversation {id}: messages[{k}] not stored: {e}"), &e),
             })?;
             added += 1;
         }
@@ -268,7 +268,7 @@ fn store_reply(state: &AppState, id: &str, mut reply: Turn, at: usize) {
         reply.id = format!("m{}", memory.len());
         let now = unix_now().max(memory.history().last_timestamp().map_or(0, |(_, t)| t.0));
         reply.timestamp = Some(Timestamp(now));
-        memory.push(reply).map_err(|e| internal(e.to_string()))?;
+        memory.push(reply).map_err(|e| failed(e.to_string(), &e))?;
         Ok(true)
     });
     match stored {
@@ -399,10 +399,9 @@ async fn forward(
                 Ok(Some(chunk)) => chunk,
                 Ok(None) => break,
                 Err(_) => {
-                    log(&format!(
-                        "conversation {id}: upstream {url}: the stream stalled for {}s; reply not stored",
-                        timeout.as_secs_f64()
-                    ));
+                    let message = format!("upstream {url}: the stream stalled for {}s", timeout.as_secs_f64());
+                    log(&format!("conversation {id}: {message}; reply not stored"));
+                    broken_off(client.as_ref(), StatusCode::GATEWAY_TIMEOUT, message).await;
                     state.metrics.failed();
                     return;
                 }
@@ -417,7 +416,9 @@ async fn forward(
                     }
                 }
                 Err(e) => {
-                    log(&format!("conversation {id}: {}", upstream_error(&url, timeout, &e).message));
+                    let error = upstream_error(&url, timeout, &e);
+                    log(&format!("conversation {id}: {}; reply not stored", error.message));
+                    broken_off(client.as_ref(), error.status, error.message).await;
                     state.metrics.failed();
                     return;
                 }
@@ -436,6 +437,16 @@ async fn forward(
         state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
     });
     Ok(pass(status, content_type, stream_body(rx)))
+}
+
+/// Tells a client whose stream the upstream broke off why, as the last event before the
+/// stream closes: an `error` event, as OpenAI's API sends one, so that a client library
+/// raises instead of taking the partial reply for a whole one.
+async fn broken_off(client: Option<&tokio::sync::mpsc::Sender<Bytes>>, status: StatusCode, message: String) {
+    if let Some(tx) = client {
+        let error = ApiError::new(status, message).body();
+        let _ = tx.send(Bytes::from(format!("data: {error}\n\n"))).await;
+    }
 }
 
 /// A response body that sends what arrives on `rx`, as it arrives, until every sender is gone.

@@ -228,7 +228,7 @@ impl AppState {
         // Another server sharing the store (PostgreSQL behind a load balancer) may have added
         // turns since this one last saw the conversation: then it is read again.
         if let Some(m) = guard.as_ref() {
-            let stored = self.store.len(id).map_err(|e| internal(format!("conversation {id}: {e}")))?;
+            let stored = self.store.len(id).map_err(|e| failed(format!("conversation {id}: {e}"), &e))?;
             if stored != m.len() as u64 {
                 *guard = None;
             }
@@ -238,7 +238,7 @@ impl AppState {
             config.conversation = id.to_string();
             config.path = None;
             let memory = Memory::with_store(self.store.clone(), config, self.parts.clone())
-                .map_err(|e| internal(format!("conversation {id}: {e}")))?;
+                .map_err(|e| failed(format!("conversation {id}: {e}"), &e))?;
             *guard = Some(memory);
         }
         f(guard.as_mut().expect("opened above"))
@@ -279,6 +279,20 @@ pub(crate) struct Census {
 
 fn internal(message: String) -> ApiError {
     ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, message)
+}
+
+/// A memory's or the store's failure as the client sees it: 503 while the store's disk is
+/// full (nothing of the failed write was kept, and the same request, sent again once there is
+/// room, stores what is missing), else 500.
+fn failed(message: String, e: &(dyn std::error::Error + 'static)) -> ApiError {
+    let store = match e.downcast_ref::<strata::MemoryError>() {
+        Some(strata::MemoryError::Store(s)) => Some(s),
+        _ => e.downcast_ref::<strata_core::StoreError>(),
+    };
+    if store.is_some_and(strata_core::StoreError::is_full) {
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{message}; send it again once the store has room"));
+    }
+    internal(message)
 }
 
 fn digest(key: &str) -> [u8; 32] {

@@ -818,3 +818,158 @@ async fn a_local_model_streams_its_reply_piece_by_piece() {
     }
     assert_eq!(stored.iter().map(|(_, c)| c.as_str()).collect::<Vec<_>>(), ["hi", "Hello, there."]);
 }
+
+/// An upstream speaking raw HTTP, for faults a real server cannot be asked to make: it reads
+/// each request, then writes `first`, waits `pause`, writes `rest`, and closes the connection.
+/// Nothing at all written is a reset (the socket closed with SO_LINGER 0).
+async fn raw_upstream(first: &'static str, pause: Duration, rest: &'static str) -> SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else { return };
+            tokio::spawn(async move {
+                // The request: its headers, then as many body bytes as they announce.
+                let mut got = Vec::new();
+                let mut buf = [0u8; 8192];
+                loop {
+                    let Ok(n) = socket.read(&mut buf).await else { return };
+                    if n == 0 {
+                        return;
+                    }
+                    got.extend_from_slice(&buf[..n]);
+                    let text = String::from_utf8_lossy(&got).to_lowercase();
+                    if let Some(end) = text.find("\r\n\r\n") {
+                        let length = text
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length:"))
+                            .and_then(|v| v.trim().parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if got.len() >= end + 4 + length {
+                            break;
+                        }
+                    }
+                }
+                if first.is_empty() && rest.is_empty() {
+                    let _ = socket.set_zero_linger();
+                    return;
+                }
+                let _ = socket.write_all(first.as_bytes()).await;
+                let _ = socket.flush().await;
+                tokio::time::sleep(pause).await;
+                let _ = socket.write_all(rest.as_bytes()).await;
+                let _ = socket.flush().await;
+            });
+        }
+    });
+    addr
+}
+
+const SSE_HEAD: &str =
+    "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+
+/// `STREAM`'s first two events as one chunk of the chunked coding.
+fn first_events() -> String {
+    let events: String = STREAM.split_inclusive("\n\n").take(2).collect();
+    format!("{:x}\r\n{events}\r\n", events.len())
+}
+
+async fn wait_stored(s: &Running, conversation: &str, n: usize) -> Vec<(String, String)> {
+    for _ in 0..100 {
+        if s.stored(conversation).await.len() >= n {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    s.stored(conversation).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_resets_the_connection_gets_a_502_and_the_turn_stays_stored() {
+    let up = raw_upstream("", Duration::ZERO, "").await;
+    let s = start(up, |_| {}).await;
+    let (status, v) = s.chat("reset", &[("user", "hello?")]).await;
+    assert!(status == 502, "{status} {v}");
+    assert_error(status, &v, 502, "upstream");
+    assert_eq!(s.stored("reset").await, [("user".into(), "hello?".into())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_broken_off_halfway_ends_with_an_error_event_and_stores_no_reply() {
+    // Leaked once per test run: the raw upstream wants `'static` text.
+    let first: &'static str = Box::leak(format!("{SSE_HEAD}{}", first_events()).into_boxed_str());
+    let up = raw_upstream(first, Duration::from_millis(50), "").await;
+    let s = start(up, |_| {}).await;
+    let body = json!({"model": "fake", "stream": true, "messages": [{"role": "user", "content": "stream please"}]});
+    let r = s.send("cut", &body).await;
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.text().await.expect("the stream to the client is closed properly");
+    assert!(text.starts_with(&STREAM[..40]), "{text}");
+    let last = text.trim_end().rsplit("\n\n").next().unwrap();
+    let error: Value = serde_json::from_str(last.strip_prefix("data: ").unwrap()).unwrap();
+    assert_eq!(error["error"]["code"], 502, "{last}");
+    assert!(!text.contains("[DONE]"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(s.stored("cut").await, [("user".into(), "stream please".into())], "a partial reply was stored");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_leaves_mid_stream_leaves_the_server_serving_and_the_reply_whole() {
+    let first: &'static str = Box::leak(format!("{SSE_HEAD}{}", first_events()).into_boxed_str());
+    let rest: &'static str = Box::leak(
+        {
+            let events: String = STREAM.split_inclusive("\n\n").skip(2).collect();
+            format!("{:x}\r\n{events}\r\n0\r\n\r\n", events.len())
+        }
+        .into_boxed_str(),
+    );
+    let up = raw_upstream(first, Duration::from_millis(300), rest).await;
+    let s = start(up, |_| {}).await;
+    let body = json!({"model": "fake", "stream": true, "messages": [{"role": "user", "content": "stream please"}]});
+    let mut r = s.send("left", &body).await;
+    let piece = r.chunk().await.unwrap().expect("the first events");
+    assert!(String::from_utf8_lossy(&piece).contains("data:"));
+    drop(r);
+    // The upstream is read to its end all the same, and the reply stored whole.
+    let stored = wait_stored(&s, "left", 2).await;
+    assert_eq!(stored, [("user".into(), "stream please".into()), ("assistant".into(), "streamed reply".into())]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "mounts a tmpfs: needs root (CI runs it)"]
+async fn disk_full_gets_a_503_keeps_every_acknowledged_turn_and_recovers() {
+    let disk = strata_store::testing::SmallDisk::mount(2 << 20).unwrap();
+    let store = Arc::new(SqliteStore::open(&disk.path().join("serve.db")).unwrap());
+    let (up, _) = start_upstream().await;
+    let s = start_on(up, store, |c| c.budget = Some(100_000)).await;
+    let message = |i: usize| format!("message {i}: {}", "words to fill the disk ".repeat(150));
+    let mut acknowledged = 0;
+    let (status, v) = loop {
+        let text = message(acknowledged);
+        let (status, v) = tokio::time::timeout(
+            Duration::from_secs(20),
+            s.chat(&format!("d{acknowledged}"), &[("user", text.as_str())]),
+        )
+        .await
+        .expect("the server hung on a full disk");
+        if status != 200 {
+            break (status, v);
+        }
+        acknowledged += 1;
+        assert!(acknowledged < 10_000, "the disk never filled");
+    };
+    assert!(acknowledged > 10, "only {acknowledged} requests fit");
+    assert_error(status, &v, 503, "disk is full");
+    for i in 0..acknowledged {
+        let stored = s.stored(&format!("d{i}")).await;
+        assert_eq!(stored[0], ("user".to_string(), message(i)), "conversation d{i}");
+    }
+    // Space returns: the same request is answered, and its turn stored once.
+    disk.resize(32 << 20).unwrap();
+    let text = message(acknowledged);
+    let (status, v) = s.chat(&format!("d{acknowledged}"), &[("user", text.as_str())]).await;
+    assert_eq!(status, 200, "{v}");
+    let stored = s.stored(&format!("d{acknowledged}")).await;
+    assert_eq!(stored.iter().filter(|t| t.0 == "user").count(), 1);
+}

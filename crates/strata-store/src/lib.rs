@@ -20,6 +20,7 @@ mod schema;
 mod search;
 mod sqlite;
 mod store;
+pub mod testing;
 mod vectors;
 
 #[cfg(feature = "postgres")]

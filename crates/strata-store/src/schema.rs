@@ -142,7 +142,17 @@ fn check_header(path: &Path, location: &str) -> Result<(), StoreError> {
 fn prepare(conn: Connection, location: &str, on_disk: bool) -> Result<Connection, StoreError> {
     conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(|e| backend(location, e))?;
     // Everything up to the migration only reads, so a refused file is never modified.
-    let corrupt = |e: rusqlite::Error| StoreError::Corrupt { location: location.to_string(), message: e.to_string() };
+    let corrupt = |e: rusqlite::Error| match e.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+            StoreError::Corrupt { location: location.to_string(), message: e.to_string() }
+        }
+        // SQLite says "unable to open database file" when it cannot make the write-ahead log
+        // beside a file it may not write: that is no damage.
+        _ => match on_disk.then(|| unwritable(location)).flatten() {
+            Some(why) => StoreError::ReadOnly { location: location.to_string(), message: why },
+            None => backend(location, e),
+        },
+    };
     let app: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(corrupt)?;
     let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(corrupt)?;
     let objects: i64 = conn.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(corrupt)?;
@@ -184,6 +194,11 @@ fn prepare(conn: Connection, location: &str, on_disk: bool) -> Result<Connection
     Ok(conn)
 }
 
+/// Why the store file at `location` cannot be opened for writing, if it cannot.
+fn unwritable(location: &str) -> Option<String> {
+    std::fs::OpenOptions::new().append(true).open(location).err().map(|e| e.to_string())
+}
+
 /// Applies the migrations from the file's version up to `target`, in one transaction; another
 /// process migrating at the same moment waits on the write lock and then finds nothing to do.
 pub(crate) fn migrate(conn: &Connection, location: &str, target: i64) -> Result<(), StoreError> {
@@ -211,8 +226,21 @@ pub(crate) fn migrate(conn: &Connection, location: &str, target: i64) -> Result<
     tx.commit().map_err(|e| backend(location, e))
 }
 
+/// A SQLite failure as the store's error: a full disk and an unwritable file are told apart,
+/// since a server answers the first with 503 and a user must fix the second.
 pub(crate) fn backend(location: &str, e: rusqlite::Error) -> StoreError {
-    StoreError::Backend { location: location.to_string(), message: e.to_string() }
+    failure(location, e.sqlite_error_code(), e.to_string())
+}
+
+/// [`backend`] from a SQLite error's code and message, for an error that several appends of
+/// one group share (rusqlite's errors are not `Clone`).
+pub(crate) fn failure(location: &str, code: Option<rusqlite::ErrorCode>, message: String) -> StoreError {
+    let location = location.to_string();
+    match code {
+        Some(rusqlite::ErrorCode::DiskFull) => StoreError::Full { location, message },
+        Some(rusqlite::ErrorCode::ReadOnly) => StoreError::ReadOnly { location, message },
+        _ => StoreError::Backend { location, message },
+    }
 }
 
 #[cfg(test)]

@@ -284,8 +284,8 @@ impl SqliteStore {
         let mut conn = self.conn();
         let mut tx = match conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate) {
             Ok(tx) => tx,
-            // rusqlite's errors are not `Clone`: each append gets the message.
-            Err(e) => return group.iter().map(|(t, _)| (*t, Err(self.backend(&e.to_string())))).collect(),
+            // rusqlite's errors are not `Clone`: each append gets the code and message.
+            Err(e) => return group.iter().map(|(t, _)| (*t, Err(self.shared(&e)))).collect(),
         };
         let mut outcomes = Vec::with_capacity(group.len());
         for (ticket, append) in group {
@@ -296,8 +296,7 @@ impl SqliteStore {
                         Ok(()) => Err(refused),
                         // Its rows might stay and be committed with the others: write none.
                         Err(e) => {
-                            let message = e.to_string();
-                            return group.iter().map(|(t, _)| (*t, Err(self.backend(&message)))).collect();
+                            return group.iter().map(|(t, _)| (*t, Err(self.shared(&e)))).collect();
                         }
                     },
                 },
@@ -306,10 +305,9 @@ impl SqliteStore {
             outcomes.push((*ticket, outcome));
         }
         if let Err(e) = tx.commit() {
-            let message = e.to_string();
             for (_, outcome) in &mut outcomes {
                 if outcome.is_ok() {
-                    *outcome = Err(self.backend(&message));
+                    *outcome = Err(self.shared(&e));
                 }
             }
         }
@@ -355,6 +353,11 @@ impl SqliteStore {
             seqs.push(seq as u64);
         }
         Ok(seqs)
+    }
+
+    /// One group's failure as each of its appends' error.
+    fn shared(&self, e: &rusqlite::Error) -> StoreError {
+        schema::failure(&self.location, e.sqlite_error_code(), e.to_string())
     }
 
     fn backend(&self, message: &str) -> StoreError {
