@@ -9,6 +9,7 @@ mod models;
 mod py_test;
 mod serve_e2e;
 mod serve_load;
+mod soak;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -42,6 +43,12 @@ tasks:
                            against an upstream that answers at once: latency against the same
                            run sent straight to the upstream; then killed (SIGKILL) halfway and
                            restarted: no acknowledged turn lost, none in another conversation
+  soak [--minutes N] [--clients N] [--rate R] [--turns N] [--budget N] [--embedder NAME]
+       [--sample SECONDS] [--bin PATH]
+                           strata serve under steady load (30 minutes, 16 clients, 40 requests/s
+                           in all, a new conversation every 40 turns) against an instant upstream,
+                           sampling its RSS, threads, open files, store and model caches and the
+                           latency every 30 s (target/soak/samples.tsv); nothing may be lost
   serve-e2e                the openai Python package (a venv under target/) against `strata serve`
                            in front of llama.cpp's server (llama-cpp-python) and with
                            --local-model smollm2 (fetches the models)
@@ -80,6 +87,7 @@ fn main() -> Result<()> {
         Some("fetch-models") => models::command(rest),
         Some("long-transcript") => long_transcript(rest),
         Some("serve-load") => serve_load::run(&root(), rest),
+        Some("soak") => soak::run(&root(), rest),
         Some("serve-e2e") => serve_e2e::run(&root(), rest),
         Some("py-test") => py_test::run(&root(), rest),
         Some("fuzz") => fuzz::run(&root(), rest),

@@ -16,22 +16,22 @@ use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 
 #[derive(Clone)]
-struct Options {
+pub(crate) struct Options {
     /// The models, seen through a folder of links with an empty embedding cache, so that
     /// every text is embedded as a new deployment would.
-    models: Option<PathBuf>,
-    conversations: usize,
-    turns: usize,
-    budget: usize,
-    embedder: String,
+    pub(crate) models: Option<PathBuf>,
+    pub(crate) conversations: usize,
+    pub(crate) turns: usize,
+    pub(crate) budget: usize,
+    pub(crate) embedder: String,
     /// The cross-encoder the server reranks recall with (`--reranker`, with its default
     /// time limit per context), or `none`.
-    reranker: String,
-    bin: PathBuf,
+    pub(crate) reranker: String,
+    pub(crate) bin: PathBuf,
 }
 
 /// The upstream's reply: about 60 tokens of text after the tag of the message it answers.
-const REPLY: &str = "Understood. I have noted the details above and will keep them in mind for the rest of \
+pub(crate) const REPLY: &str = "Understood. I have noted the details above and will keep them in mind for the rest of \
     our conversation; tell me when you want a summary of what was decided, or ask about any earlier point \
     and I will look it up before answering.";
 
@@ -213,7 +213,7 @@ fn model_alone(o: &Options, texts: &[String], models: &Path) -> Result<(f64, f64
 }
 
 /// User messages of about 200 tokens: LoCoMo's turns (real chat), eight at a time.
-fn messages(root: &Path) -> Result<Vec<String>> {
+pub(crate) fn messages(root: &Path) -> Result<Vec<String>> {
     let path = crate::datasets::data_dir(root).join("locomo/locomo10.json");
     let loaded = strata_transcript::load_path(&path, Some(strata_transcript::InputFormat::Locomo))?;
     let lines: Vec<String> = loaded
@@ -228,7 +228,7 @@ fn messages(root: &Path) -> Result<Vec<String>> {
 
 /// The tag every message of conversation `c` carries, so that the upstream and the check can
 /// tell whose turn a text is.
-fn tag(c: usize, t: &str) -> String {
+pub(crate) fn tag(c: usize, t: &str) -> String {
     format!("[c{c}:{t}]")
 }
 
@@ -243,16 +243,16 @@ fn tags(text: &str) -> BTreeSet<usize> {
         .collect()
 }
 
-struct Upstream {
-    addr: String,
-    cross: Arc<AtomicUsize>,
+pub(crate) struct Upstream {
+    pub(crate) addr: String,
+    pub(crate) cross: Arc<AtomicUsize>,
 }
 
 impl Upstream {
     /// A minimal HTTP/1.1 server on loopback: every chat request is answered at once with
     /// [`REPLY`] after the newest message's tag; a request holding two conversations' tags
     /// is counted.
-    fn start() -> Result<Upstream> {
+    pub(crate) fn start() -> Result<Upstream> {
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?.to_string();
         let cross = Arc::new(AtomicUsize::new(0));
@@ -312,16 +312,16 @@ fn serve_connection(stream: TcpStream, cross: &AtomicUsize) -> Result<()> {
     }
 }
 
-struct Server {
-    child: Child,
-    base: String,
+pub(crate) struct Server {
+    pub(crate) child: Child,
+    pub(crate) base: String,
     args: Vec<String>,
     bin: PathBuf,
     log: PathBuf,
 }
 
 impl Server {
-    fn start(o: &Options, db: &Path, upstream: &str, log: &Path) -> Result<Server> {
+    pub(crate) fn start(o: &Options, db: &Path, upstream: &str, log: &Path) -> Result<Server> {
         let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
         let args: Vec<String> = [
             "serve",
@@ -353,7 +353,7 @@ impl Server {
         Ok(s)
     }
 
-    fn root(&self) -> &str {
+    pub(crate) fn root(&self) -> &str {
         self.base.trim_end_matches("/v1")
     }
 
@@ -381,14 +381,14 @@ impl Server {
         Ok(started.elapsed())
     }
 
-    fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
 /// A folder linking to every model of `models` but not its cache.
-fn cold_models(models: &Path, at: &Path) -> Result<PathBuf> {
+pub(crate) fn cold_models(models: &Path, at: &Path) -> Result<PathBuf> {
     std::fs::create_dir_all(at)?;
     // Links to absolute paths: a relative `STRATA_MODELS` would otherwise be read from `at`.
     let models = &std::path::absolute(models)?;
@@ -406,7 +406,7 @@ fn spawn(bin: &Path, args: &[String], log: &Path) -> Result<Child> {
     Ok(Command::new(bin).args(args).stdout(Stdio::null()).stderr(log).spawn()?)
 }
 
-fn get_text(url: &str) -> Result<String> {
+pub(crate) fn get_text(url: &str) -> Result<String> {
     Ok(ureq::get(url).timeout(Duration::from_secs(5)).call()?.into_string()?)
 }
 
