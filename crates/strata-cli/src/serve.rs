@@ -152,7 +152,12 @@ pub(crate) fn run(args: Args) -> Result<String> {
 
     let store: Arc<dyn Store> = match &args.pg {
         Some(params) => Arc::new(PgStore::connect(params)?),
-        None => Arc::new(SqliteStore::open(&args.db)?),
+        None => {
+            let store = SqliteStore::open(&args.db)?;
+            // A conversation's search indexes live as long as its memory is likely open.
+            store.keep_indexes(config.max_open);
+            Arc::new(store)
+        }
     };
     let bound = store.embedder()?.map(|(model, _)| model);
     let embedder = match args.embedder.as_deref() {

@@ -29,7 +29,7 @@ pub use schema::SCHEMA_VERSION;
 pub use search::{
     as_stored, civil_date, embedded_texts, fuse, indexed_text, sentence_texts, Ranked, TurnVectors, RRF_K,
 };
-pub use sqlite::{Compacted, SqliteStore};
+pub use sqlite::{Compacted, SqliteStore, INDEXES_KEPT};
 pub use store::{Store, StoredSummary};
 
 #[cfg(test)]

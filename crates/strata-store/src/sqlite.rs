@@ -35,13 +35,30 @@ const READERS_KEPT: usize = 16;
 
 /// One index per conversation (by row id), each behind a lock of its own: the map's lock is
 /// held only to find or add an entry.
-struct Indexes<I>(Mutex<HashMap<i64, Arc<Mutex<I>>>>);
+/// The per-conversation search indexes (BM25 or vectors) kept in memory: caches of the stored
+/// rows, each caught up from them on use, so one dropped is rebuilt on its next search. At
+/// most `kept` are held, the least recently searched dropped first: a server meets new
+/// conversations for as long as it runs, and without a bound they held memory for every
+/// conversation ever searched (a soak grew by about 2 MB a conversation).
+struct Indexes<I> {
+    held: Mutex<IndexCache<I>>,
+}
+
+struct IndexCache<I> {
+    by_conversation: HashMap<i64, (Arc<Mutex<I>>, u64)>,
+    /// Uses so far: each entry's is when it was last used.
+    clock: u64,
+    kept: usize,
+}
 
 impl<I> Default for Indexes<I> {
     fn default() -> Self {
-        Indexes(Mutex::new(HashMap::new()))
+        Indexes { held: Mutex::new(IndexCache { by_conversation: HashMap::new(), clock: 0, kept: INDEXES_KEPT }) }
     }
 }
+
+/// Conversations whose indexes are kept, by default: the server's default `--max-open`.
+pub const INDEXES_KEPT: usize = 256;
 
 impl<I> std::fmt::Debug for Indexes<I> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -50,12 +67,47 @@ impl<I> std::fmt::Debug for Indexes<I> {
 }
 
 impl<I: Default> Indexes<I> {
+    fn cache(&self) -> MutexGuard<'_, IndexCache<I>> {
+        self.held.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn of(&self, conv: i64) -> Arc<Mutex<I>> {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).entry(conv).or_default().clone()
+        let mut c = self.cache();
+        c.clock += 1;
+        let now = c.clock;
+        let index = {
+            let entry = c.by_conversation.entry(conv).or_insert_with(|| (Arc::default(), now));
+            entry.1 = now;
+            entry.0.clone()
+        };
+        if c.by_conversation.len() > c.kept {
+            // One over: drop the least recently used (never the one just asked for). A search
+            // still holding it finishes on its own copy.
+            if let Some(&oldest) =
+                c.by_conversation.iter().filter(|(k, _)| **k != conv).min_by_key(|(_, (_, t))| *t).map(|(k, _)| k)
+            {
+                c.by_conversation.remove(&oldest);
+            }
+        }
+        index
     }
 
     fn clear(&self) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.cache().by_conversation.clear();
+    }
+
+    fn keep(&self, n: usize) {
+        let mut c = self.cache();
+        c.kept = n.max(1);
+        while c.by_conversation.len() > c.kept {
+            let Some(&oldest) = c.by_conversation.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k) else { break };
+            c.by_conversation.remove(&oldest);
+        }
+    }
+
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.cache().by_conversation.len()
     }
 }
 
@@ -165,6 +217,20 @@ impl SqliteStore {
             commits: Commits::default(),
             exact_up_to: std::sync::atomic::AtomicUsize::new(crate::vectors::EXACT_UP_TO),
         }
+    }
+
+    /// Keeps the search indexes of at most `n` conversations in memory (default
+    /// [`INDEXES_KEPT`]), the least recently searched dropped first and rebuilt from the
+    /// stored rows when searched again: a server sets its `--max-open`.
+    pub fn keep_indexes(&self, n: usize) {
+        self.vectors.keep(n);
+        self.lexical.keep(n);
+    }
+
+    /// How many conversations' indexes are in memory (vectors, words).
+    #[cfg(test)]
+    pub(crate) fn indexes_held(&self) -> (usize, usize) {
+        (self.vectors.held(), self.lexical.held())
     }
 
     /// Scans conversations with at most `n` vectors (turns and sentences) exactly; longer ones

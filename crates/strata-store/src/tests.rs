@@ -592,3 +592,25 @@ fn a_store_from_before_embedders_were_recorded_binds_by_dimension() {
     store.bind_embedder("narrow", 3).unwrap();
     assert_eq!(store.embedder().unwrap(), Some(("narrow".to_string(), 3)));
 }
+
+/// The indexes of at most `keep_indexes` conversations stay in memory; one dropped is rebuilt
+/// from the stored rows and finds what it found before.
+#[test]
+fn search_indexes_are_kept_for_the_conversations_searched_last() {
+    let store = SqliteStore::in_memory().unwrap();
+    store.keep_indexes(2);
+    let conversations = ["a", "b", "c", "d", "e"];
+    for c in conversations {
+        for i in 0..5 {
+            store.append(c, &turn(&format!("t{i}"), &format!("{c} talks about topic{i} and more"))).unwrap();
+        }
+    }
+    let found = |c: &str| ids(&store.search(c, &query("topic3", 3)).unwrap());
+    let first: Vec<Vec<String>> = conversations.iter().map(|c| found(c)).collect();
+    assert_eq!(store.indexes_held(), (0, 2), "only the words are indexed without vectors");
+    for (c, before) in conversations.iter().zip(&first) {
+        assert_eq!(&found(c), before, "conversation {c} after its index was dropped");
+        assert!(before.contains(&"t3".to_string()), "{before:?}");
+    }
+    assert_eq!(store.indexes_held().1, 2);
+}
