@@ -107,7 +107,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         let log = String::from_utf8_lossy(&output.stderr);
         let executions = stat(&log, "stat::number_of_executed_units:").unwrap_or(0);
         let corpus_files = std::fs::read_dir(&corpus)?.count();
-        let r = Ran { target: target.clone(), seconds: started.elapsed().as_secs_f64(), executions, corpus: corpus_files };
+        let r =
+            Ran { target: target.clone(), seconds: started.elapsed().as_secs_f64(), executions, corpus: corpus_files };
         println!(
             "fuzz {}: {:.0} s, {} executions ({:.0}/s), corpus {} inputs",
             r.target,
@@ -161,8 +162,7 @@ mod tests {
         let root = crate::root();
         let manifest = std::fs::read_to_string(root.join("fuzz/Cargo.toml")).unwrap();
         let doc: toml::Table = manifest.parse().unwrap();
-        let bins: Vec<&str> =
-            doc["bin"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
+        let bins: Vec<&str> = doc["bin"].as_array().unwrap().iter().map(|b| b["name"].as_str().unwrap()).collect();
         assert_eq!(bins, TARGETS, "fuzz/Cargo.toml's binaries and xtask's TARGETS differ");
         for t in TARGETS {
             let seeds = root.join("fuzz/seeds").join(t);

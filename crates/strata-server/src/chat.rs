@@ -494,6 +494,9 @@ fn reply_turn(v: &Value) -> Option<Turn> {
 #[derive(Debug, Default)]
 pub struct SseReply {
     pending: Vec<u8>,
+    /// How much of `pending` holds no line end: a line that comes a few bytes at a time is
+    /// scanned once, not once per piece.
+    scanned: usize,
     content: String,
     /// Tool calls by their `index`: id, name, arguments so far.
     calls: Vec<(String, String, String)>,
@@ -503,8 +506,13 @@ pub struct SseReply {
 impl SseReply {
     pub fn feed(&mut self, bytes: &[u8]) {
         self.pending.extend_from_slice(bytes);
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.pending.drain(..=end).collect();
+        loop {
+            let Some(end) = self.pending[self.scanned..].iter().position(|&b| b == b'\n') else {
+                self.scanned = self.pending.len();
+                break;
+            };
+            let line: Vec<u8> = self.pending.drain(..=self.scanned + end).collect();
+            self.scanned = 0;
             let line = String::from_utf8_lossy(&line);
             let Some(data) = line.trim_end_matches(['\r', '\n']).strip_prefix("data:") else { continue };
             let data = data.trim();

@@ -290,7 +290,10 @@ fn failed(message: String, e: &(dyn std::error::Error + 'static)) -> ApiError {
         _ => e.downcast_ref::<strata_core::StoreError>(),
     };
     if store.is_some_and(strata_core::StoreError::is_full) {
-        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{message}; send it again once the store has room"));
+        return ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("{message}; send it again once the store has room"),
+        );
     }
     internal(message)
 }

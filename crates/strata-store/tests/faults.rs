@@ -49,7 +49,8 @@ fn disk_full_fails_the_append_keeps_what_was_acknowledged_and_recovers() {
     // Every acknowledged turn is read back whole, and nothing of the failed one.
     assert_eq!(contents(&store), acknowledged);
     let failed = turn(acknowledged.len());
-    let hits = store.search("c", &RecallQuery { text: failed.content.clone(), k: 5, embedding: None, time_range: None });
+    let hits =
+        store.search("c", &RecallQuery { text: failed.content.clone(), k: 5, embedding: None, time_range: None });
     assert!(hits.unwrap().iter().all(|h| h.turn.id != failed.id), "the failed turn is searchable");
     // Still full: the same append fails the same way, and changes nothing.
     assert!(store.append("c", &failed).unwrap_err().is_full());
