@@ -213,6 +213,10 @@ pub enum StoreError {
     /// of it is read back; the same write succeeds once there is room again.
     #[error("store {location}: the disk is full ({message}); nothing of the failed write was kept")]
     Full { location: String, message: String },
+    /// The database server cannot be reached (it restarted, or the network failed): nothing
+    /// of the failed call was kept; the next call connects again.
+    #[error("store {location}: the database server cannot be reached ({message}); try again")]
+    Unreachable { location: String, message: String },
     /// The file or its folder cannot be written (a read-only file system or file).
     #[error("store {location}: cannot be written ({message}); give a writable path")]
     ReadOnly { location: String, message: String },
@@ -243,13 +247,13 @@ impl StoreError {
     /// Whether the store was refused as the user gave it (not a store, corrupt, too new, the
     /// wrong embedder, an impossible request), as opposed to one that failed while working.
     pub fn is_bad_input(&self) -> bool {
-        !matches!(self, StoreError::Backend { .. } | StoreError::Full { .. })
+        !matches!(self, StoreError::Backend { .. } | StoreError::Full { .. } | StoreError::Unreachable { .. })
     }
 
-    /// Whether the store cannot take writes for now but will once the disk has room: a
-    /// server answers 503, and the client may send the same request again.
-    pub fn is_full(&self) -> bool {
-        matches!(self, StoreError::Full { .. })
+    /// Whether the store cannot take writes for now but will once the disk has room or its
+    /// server is back: a server answers 503, and the client may send the same request again.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Full { .. } | StoreError::Unreachable { .. })
     }
 }
 

@@ -282,18 +282,15 @@ fn internal(message: String) -> ApiError {
 }
 
 /// A memory's or the store's failure as the client sees it: 503 while the store's disk is
-/// full (nothing of the failed write was kept, and the same request, sent again once there is
-/// room, stores what is missing), else 500.
+/// full or its database server away (nothing of the failed write was kept, and the same
+/// request, sent again, stores what is missing), else 500.
 fn failed(message: String, e: &(dyn std::error::Error + 'static)) -> ApiError {
     let store = match e.downcast_ref::<strata::MemoryError>() {
         Some(strata::MemoryError::Store(s)) => Some(s),
         _ => e.downcast_ref::<strata_core::StoreError>(),
     };
-    if store.is_some_and(strata_core::StoreError::is_full) {
-        return ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("{message}; send it again once the store has room"),
-        );
+    if store.is_some_and(strata_core::StoreError::is_transient) {
+        return ApiError::new(StatusCode::SERVICE_UNAVAILABLE, format!("{message}; send the request again"));
     }
     internal(message)
 }

@@ -583,7 +583,10 @@ async fn a_local_model_answers_plain_and_streamed_and_its_replies_are_stored() {
 /// Connection parameters of a fresh, empty database on the server `STRATA_PG` names.
 fn fresh_pg_database() -> String {
     let admin = std::env::var("STRATA_PG").expect("STRATA_PG must name a PostgreSQL server; .ci/run starts one");
-    let name = format!("strata_serve_test_{}", std::process::id());
+    // One database per test: the tests of this process run at once.
+    static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let name = format!("strata_serve_test_{}_{n}", std::process::id());
     let mut client = postgres::Client::connect(&admin, postgres::NoTls).expect("connecting to STRATA_PG");
     client.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).expect("dropping an old test database");
     client.batch_execute(&format!("CREATE DATABASE {name}")).expect("creating the test database");
@@ -972,4 +975,66 @@ async fn disk_full_gets_a_503_keeps_every_acknowledged_turn_and_recovers() {
     assert_eq!(status, 200, "{v}");
     let stored = s.stored(&format!("d{acknowledged}")).await;
     assert_eq!(stored.iter().filter(|t| t.0 == "user").count(), 1);
+}
+
+/// PostgreSQL restarted (`STRATA_PG_RESTART`, a command `.ci/run` sets) while clients keep
+/// sending: requests in the gap get 503 and are sent again, as a client would; afterwards
+/// every conversation holds every message and reply its client was answered with.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs STRATA_PG and STRATA_PG_RESTART (.ci/run sets both)"]
+async fn pg_restarted_mid_load_loses_nothing_acknowledged() {
+    let restart = std::env::var("STRATA_PG_RESTART").expect("STRATA_PG_RESTART must restart the server of STRATA_PG");
+    let params = tokio::task::spawn_blocking(fresh_pg_database).await.unwrap();
+    let (up, _) = start_upstream().await;
+    let store = tokio::task::spawn_blocking(move || strata_store::PgStore::connect(&params).unwrap()).await.unwrap();
+    let s = Arc::new(start_on(up, Arc::new(store), |c| c.budget = Some(100_000)).await);
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut clients = Vec::new();
+    for k in 0..4 {
+        let (s, answered) = (s.clone(), answered.clone());
+        clients.push(tokio::spawn(async move {
+            let mut list: Vec<(String, String)> = Vec::new();
+            let mut refused = 0;
+            for t in 0..=30 {
+                list.push(("user".into(), format!("client {k}, message {t}")));
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+                loop {
+                    let refs: Vec<(&str, &str)> = list.iter().map(|(r, c)| (r.as_str(), c.as_str())).collect();
+                    let (status, v) = s.chat(&format!("r{k}"), &refs).await;
+                    if status == 200 {
+                        list.push(("assistant".into(), v["choices"][0]["message"]["content"].as_str().unwrap().into()));
+                        answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        break;
+                    }
+                    assert!(status == 503, "client {k}, message {t}: {status} {v}");
+                    assert!(tokio::time::Instant::now() < deadline, "client {k}: the store never came back");
+                    refused += 1;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (k, list, refused)
+        }));
+    }
+    while answered.load(std::sync::atomic::Ordering::Relaxed) < 40 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let status = tokio::task::spawn_blocking(move || std::process::Command::new("sh").args(["-c", &restart]).status())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "the restart command failed: {status}");
+    let before = answered.load(std::sync::atomic::Ordering::Relaxed);
+    let mut refused = 0;
+    for c in clients {
+        let (k, list, r) = c.await.unwrap();
+        refused += r;
+        // The last message's reply is stored when the next request carries it (if storing it
+        // met the restart), so everything but that reply must be there.
+        let stored = s.stored(&format!("r{k}")).await;
+        assert!(stored.len() + 1 >= list.len(), "client {k}: {} stored of {}", stored.len(), list.len());
+        assert_eq!(stored[..list.len() - 1], list[..list.len() - 1], "client {k}");
+    }
+    assert!(before < 4 * 31, "the restart came after the load had ended");
+    assert!(refused > 0, "no request met the restart");
 }

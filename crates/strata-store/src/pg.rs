@@ -144,22 +144,39 @@ impl PgStore {
         Ok(self.conversation_id(client, name)?.expect("inserted above"))
     }
 
+    /// A PostgreSQL failure as the store's error: a lost or refused connection (the server
+    /// restarted) and a full disk are transient, told apart from the rest.
     fn err(&self, e: postgres::Error) -> StoreError {
-        StoreError::Backend { location: self.location.clone(), message: e.to_string() }
+        let (location, message) = (self.location.clone(), e.to_string());
+        let lost = e.is_closed()
+            || std::error::Error::source(&e).is_some_and(|s| s.downcast_ref::<std::io::Error>().is_some())
+            || e.code().is_some_and(|c| c.code().starts_with("57P") || c.code().starts_with("08"));
+        if lost {
+            StoreError::Unreachable { location, message }
+        } else if e.code() == Some(&postgres::error::SqlState::DISK_FULL) {
+            StoreError::Full { location, message }
+        } else {
+            StoreError::Backend { location, message }
+        }
     }
 
-    /// The writing connection.
-    fn client(&self) -> std::sync::MutexGuard<'_, Conn> {
-        self.client.lock().unwrap_or_else(|p| p.into_inner())
+    fn open(&self) -> Result<Conn, StoreError> {
+        Client::connect(&self.params, NoTls).map(|c| Conn(Some(c))).map_err(|e| self.err(e))
+    }
+
+    /// The writing connection, opened again if the server closed it (a restart): the call
+    /// that found it closed failed, the next one goes through.
+    fn client(&self) -> Result<std::sync::MutexGuard<'_, Conn>, StoreError> {
+        let mut client = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if client.is_closed() {
+            *client = self.open()?;
+        }
+        Ok(client)
     }
 
     /// A read connection: one that no append holds.
     fn reader(&self) -> Result<Pooled<'_, Conn>, StoreError> {
-        self.readers.get(|| {
-            Client::connect(&self.params, NoTls)
-                .map(|c| Conn(Some(c)))
-                .map_err(|e| StoreError::Backend { location: self.location.clone(), message: e.to_string() })
-        })
+        self.readers.get(|| self.open())
     }
 
     fn conversation_id(&self, client: &mut Client, name: &str) -> Result<Option<i64>, StoreError> {
@@ -260,7 +277,7 @@ impl Store for PgStore {
                 message: format!("conversation {conversation}: turn {}: {problem}", turn.id),
             });
         }
-        let mut client = self.client();
+        let mut client = self.client()?;
         let mut tx = client.transaction().map_err(|e| self.err(e))?;
         tx.execute("INSERT INTO strata_conversations (name) VALUES ($1) ON CONFLICT DO NOTHING", &[&conversation])
             .map_err(|e| self.err(e))?;
@@ -310,7 +327,7 @@ impl Store for PgStore {
                 });
             }
         }
-        let mut client = self.client();
+        let mut client = self.client()?;
         let mut tx = client.transaction().map_err(|e| self.err(e))?;
         for (turn_id, vectors) in batch {
             let vector: Vec<f32> = vectors.whole.to_vec();
@@ -334,7 +351,7 @@ impl Store for PgStore {
     }
 
     fn bind_embedder(&self, model: &str, dim: usize) -> Result<(), StoreError> {
-        let mut client = self.client();
+        let mut client = self.client()?;
         let mut tx = client.transaction().map_err(|e| self.err(e))?;
         // Servers binding at once: the first one's model wins, the others compare with it.
         tx.execute("LOCK TABLE strata_meta IN EXCLUSIVE MODE", &[]).map_err(|e| self.err(e))?;
@@ -420,7 +437,7 @@ impl Store for PgStore {
     }
 
     fn put_summary(&self, conversation: &str, summary: &StoredSummary) -> Result<(), StoreError> {
-        let mut client = self.client();
+        let mut client = self.client()?;
         let conv = self.ensure_conversation(&mut client, conversation)?;
         let sources = serde_json::to_string(&summary.sources).expect("strings serialise");
         client
@@ -472,7 +489,7 @@ impl Store for PgStore {
     }
 
     fn set_tiers(&self, conversation: &str, from: u64, tiers: &[Tier]) -> Result<(), StoreError> {
-        let mut client = self.client();
+        let mut client = self.client()?;
         let conv = self.ensure_conversation(&mut client, conversation)?;
         let seqs: Vec<i64> = (0..tiers.len()).map(|i| (from + i as u64) as i64).collect();
         let names: Vec<&str> = tiers.iter().map(|t| t.as_str()).collect();

@@ -41,7 +41,7 @@ fn disk_full_fails_the_append_keeps_what_was_acknowledged_and_recovers() {
     let store = SqliteStore::open(&path).unwrap();
     let (acknowledged, e) = fill(&store);
     assert!(acknowledged.len() > 20, "only {} turns fit", acknowledged.len());
-    assert!(e.is_full(), "not a full disk: {e}");
+    assert!(e.is_transient(), "not a full disk: {e}");
     assert!(!e.is_bad_input());
     let message = e.to_string();
     assert!(message.contains("s.db") && message.contains("disk is full"), "{message}");
@@ -53,7 +53,7 @@ fn disk_full_fails_the_append_keeps_what_was_acknowledged_and_recovers() {
         store.search("c", &RecallQuery { text: failed.content.clone(), k: 5, embedding: None, time_range: None });
     assert!(hits.unwrap().iter().all(|h| h.turn.id != failed.id), "the failed turn is searchable");
     // Still full: the same append fails the same way, and changes nothing.
-    assert!(store.append("c", &failed).unwrap_err().is_full());
+    assert!(store.append("c", &failed).unwrap_err().is_transient());
     assert_eq!(contents(&store), acknowledged);
 
     // Space returns: the same handle appends again, and a reopened store has it all.
