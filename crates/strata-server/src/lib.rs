@@ -261,7 +261,7 @@ impl AppState {
             self.memories.lock().unwrap_or_else(|p| p.into_inner()).values().map(|(s, _)| s.clone()).collect();
         let summaries =
             slots.iter().filter_map(|s| s.try_lock().ok().and_then(|m| m.as_ref().map(Memory::pending))).sum();
-        let embeddings = self.parts.embed_queue.as_ref().map_or(0, |q| q.pending());
+        let embeddings = self.parts.embed_queue.as_ref().map_or((0, 0), |q| (q.pending(), q.shed()));
         let reranked = self.parts.reranker.as_ref().map_or((0, 0), |r| r.counts());
         Census { conversations: slots.len(), summaries, embeddings, reranked }
     }
@@ -272,7 +272,8 @@ impl AppState {
 pub(crate) struct Census {
     pub(crate) conversations: usize,
     pub(crate) summaries: usize,
-    pub(crate) embeddings: usize,
+    /// Stored turns waiting for their vectors, and those not queued because too many were.
+    pub(crate) embeddings: (usize, usize),
     /// Contexts reranked, and how many of them ran out of time (or had a model call fail).
     pub(crate) reranked: (usize, usize),
 }

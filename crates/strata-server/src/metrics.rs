@@ -103,7 +103,13 @@ impl Metrics {
                 "strata_embeddings_pending",
                 "Stored turns waiting for their vectors (found by their words until then).",
                 "gauge",
-                embeddings as f64,
+                embeddings.0 as f64,
+            ),
+            (
+                "strata_embeddings_shed_total",
+                "Stored turns not queued for vectors because the backlog was full (found by their words until their conversation is opened again).",
+                "counter",
+                embeddings.1 as f64,
             ),
             (
                 "strata_reranked_total",

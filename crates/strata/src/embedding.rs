@@ -39,11 +39,21 @@ pub(crate) fn embed_turns<'t>(
 /// sentences are about 20 ms of MiniLM on two cores), and a queue being closed stops soon.
 const BATCH: usize = 4;
 
+/// Turns waiting for their vectors, at most. Past it a stored turn is not queued and keeps no
+/// vectors until its conversation is opened again (a memory queues its turns without vectors
+/// when it opens): under a load of questions that keeps the model busy the queue only grows
+/// (4,049 turns after one load run with MiniLM), and each waiting turn holds its text in
+/// memory.
+pub(crate) const BACKLOG_MAX: usize = 20_000;
+
 /// Embeds stored turns in the background for every memory given it (see [`crate::Parts`]).
 pub struct EmbedQueue {
     model_id: String,
     questions: Arc<dyn Embedder>,
     background: Background<Deferred>,
+    backlog_max: usize,
+    /// Turns not queued because the backlog was full.
+    shed: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for EmbedQueue {
@@ -225,7 +235,20 @@ impl EmbedQueue {
             model_id: embedder.model_id().to_string(),
             questions: Arc::new(QuestionsFirst { inner: embedder.clone(), gate: gate.clone() }),
             background: Background::start(Deferred { embedder, gate }),
+            backlog_max: BACKLOG_MAX,
+            shed: std::sync::atomic::AtomicUsize::new(0),
         }
+    }
+
+    /// The queue with a backlog of at most `n` turns (20,000 by default).
+    pub fn with_backlog_max(mut self, n: usize) -> EmbedQueue {
+        self.backlog_max = n;
+        self
+    }
+
+    /// Turns left without vectors because the backlog was full when they were stored.
+    pub fn shed(&self) -> usize {
+        self.shed.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The model for questions (and anything a caller waits on): one call at a time, each
@@ -240,6 +263,10 @@ impl EmbedQueue {
     }
 
     pub(crate) fn submit(&self, store: &Arc<dyn Store>, conversation: &str, turn: Turn) {
+        if self.background.pending() >= self.backlog_max {
+            self.shed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return;
+        }
         self.background.submit(EmbedJob { store: store.clone(), conversation: conversation.to_string(), turn });
     }
 
@@ -395,6 +422,31 @@ mod tests {
         }
         let sizes: Vec<usize> = held.calls.lock().unwrap().iter().map(Vec::len).collect();
         assert_eq!(sizes, [1, 10], "the five questions in one call");
+    }
+
+    /// Past the backlog's bound a turn is not queued, and counted; below it again, it is.
+    #[test]
+    fn a_full_backlog_sheds_turns_and_counts_them() {
+        let held = Arc::new(Held::default());
+        let queue = EmbedQueue::start(held.clone()).with_backlog_max(2);
+        let store: Arc<dyn Store> = Arc::new(strata_store::SqliteStore::in_memory().unwrap());
+        for i in 0..5 {
+            let t = Turn::new(format!("t{i}"), strata_core::Role::User, format!("turn {i}"));
+            store.append("c", &t).unwrap();
+            queue.submit(&store, "c", t);
+        }
+        // The first call holds the model: at most two turns wait, the rest are shed.
+        assert!(queue.pending() <= 2, "{}", queue.pending());
+        assert_eq!(queue.shed() + queue.pending(), 5, "every turn queued or counted");
+        *held.released.lock().unwrap() = true;
+        held.changed.notify_all();
+        queue.settle();
+        let t = Turn::new("t5", strata_core::Role::User, "turn 5");
+        store.append("c", &t).unwrap();
+        let shed = queue.shed();
+        queue.submit(&store, "c", t);
+        queue.settle();
+        assert_eq!(queue.shed(), shed, "queued once the backlog drained");
     }
 
     /// A stored turn's call waits while a question waits, and a question waits for at most
