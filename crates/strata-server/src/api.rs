@@ -44,9 +44,12 @@ impl IntoResponse for ApiError {
     }
 }
 
-/// Conversation ids: what a header or a URL may carry, and what the store keys by.
+/// Conversation ids: what a header or a URL may carry, and what the store keys by. Never
+/// dots alone: `.` and `..` name folders wherever an id becomes part of a path or a URL.
 pub fn valid_id(id: &str) -> bool {
-    (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:@-".contains(&b))
+    (1..=128).contains(&id.len())
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._:@-".contains(&b))
+        && !id.bytes().all(|b| b == b'.')
 }
 
 /// What a chat request holds that the server acts on; everything else in the body is passed
@@ -210,14 +213,14 @@ pub fn conversation_id(header: Option<&str>, request: &ChatRequest) -> Result<St
         if !valid_id(h) {
             return Err(ApiError::field(
                 "X-Strata-Conversation",
-                "expected 1 to 128 characters of letters, digits and . _ : @ -",
+                "expected 1 to 128 characters of letters, digits and . _ : @ -, not dots alone",
             ));
         }
         return Ok(h.to_string());
     }
     if let Some(u) = &request.user {
         if !valid_id(u) {
-            return Err(ApiError::field("user", "expected 1 to 128 characters of letters, digits and . _ : @ -"));
+            return Err(ApiError::field("user", "expected 1 to 128 characters of letters, digits and . _ : @ -, not dots alone"));
         }
         return Ok(u.clone());
     }

@@ -510,6 +510,9 @@ fn the_conversation_rule() {
     assert_ne!(api::conversation_id(None, &req(None, "s2", "q")).unwrap(), h);
     assert_ne!(api::conversation_id(None, &req(None, "s", "q2")).unwrap(), h);
     assert!(!api::valid_id("") && !api::valid_id("a/b") && !api::valid_id(&"x".repeat(129)));
+    // Found by the chat_request fuzz target's property: ids that name a folder in a path.
+    assert!(!api::valid_id(".") && !api::valid_id("..") && !api::valid_id("..."));
+    assert!(api::valid_id("a..b") && api::valid_id(".hidden"));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
