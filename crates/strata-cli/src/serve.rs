@@ -169,7 +169,12 @@ pub(crate) fn run(args: Args) -> Result<String> {
             &models,
         )?),
     };
-    let generator = crate::models::generator(args.summary_model.as_deref(), args.models_dir.as_deref())?;
+    // Nothing kept on disk: a server's summary prompts do not repeat, and a cache of them
+    // would grow for as long as it runs.
+    let generator = match args.summary_model.as_deref() {
+        Some(name) => Some(strata_models::fresh_generator(name, &models)?),
+        None => None,
+    };
     let reranker = crate::models::reranking(
         &args.reranker,
         args.models_dir.as_deref(),

@@ -32,8 +32,8 @@ pub use folder::{checkout_models, dir};
 pub use gencache::{CachedGenerator, LazyGenerator};
 #[cfg(feature = "open")]
 pub use open::{
-    cached_embedder, cached_generator, cached_reranker, embedder, generator, local_generator, pinned, reranker,
-    LocalGenerator,
+    cached_embedder, cached_generator, cached_reranker, embedder, fresh_generator, generator, local_generator, pinned,
+    reranker, LocalGenerator,
 };
 pub use table::{aliases, Kind};
 

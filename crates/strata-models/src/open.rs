@@ -187,15 +187,38 @@ pub fn cached_generator(name: &str, models_dir: &Path) -> Result<Arc<dyn Generat
 /// OpenAI-compatible endpoint, `URL#MODEL`, asked afresh every time (the model behind a name
 /// can change).
 pub fn generator(name: &str, models_dir: &Path) -> Result<Arc<dyn Generator>, ModelError> {
+    Ok(match chat_model(name, models_dir)? {
+        ChatModel::Local(lazy) => Arc::new(CachedGenerator::open(*lazy, &models_dir.join(".cache"))?),
+        ChatModel::Endpoint(endpoint) => endpoint,
+    })
+}
+
+/// As [`generator`], with nothing kept on disk: for a server, whose prompts do not repeat, so
+/// that a cache of its answers would only grow for as long as it runs.
+pub fn fresh_generator(name: &str, models_dir: &Path) -> Result<Arc<dyn Generator>, ModelError> {
+    Ok(match chat_model(name, models_dir)? {
+        ChatModel::Local(lazy) => Arc::new(*lazy),
+        ChatModel::Endpoint(endpoint) => endpoint,
+    })
+}
+
+/// What a chat model's name opens, before any disk cache.
+enum ChatModel {
+    /// A local model, read on its first prompt.
+    Local(Box<LazyGenerator<GgufGenerator>>),
+    /// An OpenAI-compatible endpoint's client.
+    Endpoint(Arc<dyn Generator>),
+}
+
+fn chat_model(name: &str, models_dir: &Path) -> Result<ChatModel, ModelError> {
     if strata_http::HttpConfig::is_endpoint(name) {
         let config = strata_http::HttpConfig::parse(name)?;
-        return Ok(Arc::new(strata_http::HttpGenerator::new(config)));
+        return Ok(ChatModel::Endpoint(Arc::new(strata_http::HttpGenerator::new(config))));
     }
     let (_, id, model) = gguf(name, models_dir)?;
     if let Some(model) = model {
         checked(model, models_dir, false)?;
     }
     let (name, dir) = (name.to_string(), models_dir.to_path_buf());
-    let lazy = LazyGenerator::new(&id, move || load_gguf(&name, &dir));
-    Ok(Arc::new(CachedGenerator::open(lazy, &models_dir.join(".cache"))?))
+    Ok(ChatModel::Local(Box::new(LazyGenerator::new(&id, move || load_gguf(&name, &dir)))))
 }

@@ -220,7 +220,10 @@ pub fn conversation_id(header: Option<&str>, request: &ChatRequest) -> Result<St
     }
     if let Some(u) = &request.user {
         if !valid_id(u) {
-            return Err(ApiError::field("user", "expected 1 to 128 characters of letters, digits and . _ : @ -, not dots alone"));
+            return Err(ApiError::field(
+                "user",
+                "expected 1 to 128 characters of letters, digits and . _ : @ -, not dots alone",
+            ));
         }
         return Ok(u.clone());
     }
