@@ -35,16 +35,24 @@ pub(crate) const REPLY: &str = "Understood. I have noted the details above and w
     our conversation; tell me when you want a summary of what was decided, or ask about any earlier point \
     and I will look it up before answering.";
 
+impl Options {
+    /// The load run's defaults: 50 conversations of 40 turns at budget 8000, no models, the
+    /// release build's binary.
+    pub(crate) fn new(root: &Path) -> Options {
+        Options {
+            models: None,
+            conversations: 50,
+            turns: 40,
+            budget: 8000,
+            embedder: "none".to_string(),
+            reranker: "none".to_string(),
+            bin: root.join("target/release/strata"),
+        }
+    }
+}
+
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
-    let mut o = Options {
-        models: None,
-        conversations: 50,
-        turns: 40,
-        budget: 8000,
-        embedder: "none".to_string(),
-        reranker: "none".to_string(),
-        bin: root.join("target/release/strata"),
-    };
+    let mut o = Options::new(root);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().with_context(|| format!("{a} needs a value"));
@@ -537,24 +545,35 @@ fn drive(base: &str, o: &Options, texts: &[String], kill: Option<Kill>) -> Resul
 fn verify(base: &str, o: &Options, lists: &[Vec<Value>]) -> Result<usize> {
     let mut lost = 0;
     for (c, list) in lists.iter().enumerate() {
-        let v: Value = serde_json::from_str(&get_text(&format!("{base}/conversations/load-{c}/turns"))?)?;
-        let stored = v["turns"].as_array().context("no turns")?;
+        let stored = stored_turns(base, &format!("load-{c}"))?;
         ensure!(
             stored.len() <= list.len() && list.len() == 1 + 2 * o.turns,
             "conversation load-{c}: {} turns stored, the client holds {}",
             stored.len(),
             list.len()
         );
-        for (i, m) in list.iter().enumerate() {
-            match stored.get(i) {
-                Some(s) if s["role"] == m["role"] && s["content"] == m["content"] => {}
-                _ => lost += 1,
-            }
-        }
-        for s in stored {
+        lost += missing(&stored, list);
+        for s in &stored {
             let t = tags(s["content"].as_str().unwrap_or_default());
             ensure!(t.len() == 1 && t.contains(&c), "conversation load-{c}: a stored turn carries tags {t:?}");
         }
     }
     Ok(lost)
+}
+
+/// A conversation's stored turns, as the server lists them.
+pub(crate) fn stored_turns(base: &str, conversation: &str) -> Result<Vec<Value>> {
+    let mut v: Value = serde_json::from_str(&get_text(&format!("{base}/conversations/{conversation}/turns"))?)?;
+    match v["turns"].take() {
+        Value::Array(turns) => Ok(turns),
+        _ => bail!("conversation {conversation}: no turns"),
+    }
+}
+
+/// The messages of the client's `list` not stored at their place (same role and content).
+pub(crate) fn missing(stored: &[Value], list: &[Value]) -> usize {
+    list.iter()
+        .enumerate()
+        .filter(|(i, m)| !stored.get(*i).is_some_and(|s| s["role"] == m["role"] && s["content"] == m["content"]))
+        .count()
 }

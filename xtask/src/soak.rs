@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context, Result};
 use serde_json::{json, Value};
 
-use crate::serve_load::{cold_models, get_text, messages, tag, Options, Server, Upstream};
+use crate::serve_load::{cold_models, get_text, messages, missing, stored_turns, tag, Options, Server, Upstream};
 
 struct Soak {
     minutes: f64,
@@ -43,15 +43,7 @@ struct Sample {
 
 pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut soak = Soak { minutes: 30.0, clients: 16, turns: 40, rate: 40.0, sample: Duration::from_secs(30) };
-    let mut o = Options {
-        models: None,
-        conversations: 0,
-        turns: 0,
-        budget: 2000,
-        embedder: "none".to_string(),
-        reranker: "none".to_string(),
-        bin: root.join("target/release/strata"),
-    };
+    let mut o = Options { budget: 2000, ..Options::new(root) };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         let mut value = || it.next().with_context(|| format!("{a} needs a value"));
@@ -194,14 +186,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let finished = std::mem::take(&mut *finished.lock().unwrap());
     let mut lost = 0;
     for (c, list) in &finished {
-        let v: Value = serde_json::from_str(&get_text(&format!("{}/conversations/soak-{c}/turns", server.base))?)?;
-        let stored = v["turns"].as_array().context("no turns")?;
-        for (i, m) in list.iter().enumerate() {
-            match stored.get(i) {
-                Some(s) if s["role"] == m["role"] && s["content"] == m["content"] => {}
-                _ => lost += 1,
-            }
-        }
+        lost += missing(&stored_turns(&server.base, &format!("soak-{c}"))?, list);
     }
     server.stop();
     let cross = upstream.cross.load(Ordering::Relaxed);
