@@ -51,6 +51,19 @@ struct IndexCache<I> {
     kept: usize,
 }
 
+impl<I> IndexCache<I> {
+    /// Drops the least recently used index but `spare`'s; whether there was one.
+    fn drop_oldest(&mut self, spare: Option<i64>) -> bool {
+        let oldest = self
+            .by_conversation
+            .iter()
+            .filter(|(k, _)| Some(**k) != spare)
+            .min_by_key(|(_, (_, used))| *used)
+            .map(|(k, _)| *k);
+        oldest.is_some_and(|k| self.by_conversation.remove(&k).is_some())
+    }
+}
+
 impl<I> Default for Indexes<I> {
     fn default() -> Self {
         Indexes { held: Mutex::new(IndexCache { by_conversation: HashMap::new(), clock: 0, kept: INDEXES_KEPT }) }
@@ -80,15 +93,9 @@ impl<I: Default> Indexes<I> {
             entry.1 = now;
             entry.0.clone()
         };
-        if c.by_conversation.len() > c.kept {
-            // One over: drop the least recently used (never the one just asked for). A search
-            // still holding it finishes on its own copy.
-            if let Some(&oldest) =
-                c.by_conversation.iter().filter(|(k, _)| **k != conv).min_by_key(|(_, (_, t))| *t).map(|(k, _)| k)
-            {
-                c.by_conversation.remove(&oldest);
-            }
-        }
+        // One over at most: drop the least recently used (never the one just asked for). A
+        // search still holding it finishes on its own copy.
+        while c.by_conversation.len() > c.kept && c.drop_oldest(Some(conv)) {}
         index
     }
 
@@ -99,10 +106,7 @@ impl<I: Default> Indexes<I> {
     fn keep(&self, n: usize) {
         let mut c = self.cache();
         c.kept = n.max(1);
-        while c.by_conversation.len() > c.kept {
-            let Some(&oldest) = c.by_conversation.iter().min_by_key(|(_, (_, t))| *t).map(|(k, _)| k) else { break };
-            c.by_conversation.remove(&oldest);
-        }
+        while c.by_conversation.len() > c.kept && c.drop_oldest(None) {}
     }
 
     #[cfg(test)]
