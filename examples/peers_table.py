@@ -104,7 +104,13 @@ def main():
             continue
         wall = time.perf_counter() - start
         stats = {k: v - before[k] for k, v in strata.peers.STATS.items() if v != before[k]}
-        rows += summarise(result, name, wall, stats, args)
+        done = summarise(result, name, wall, stats, args)
+        rows += done
+        # Written as each run ends, so that a long run stopped part way keeps what it finished.
+        if args.out:
+            with open(args.out, "a") as f:
+                for row in done:
+                    f.write(json.dumps(row) + "\n")
     for row in rows:
         print(
             f"{row['strategy']:<25} {row['budget']:>5} {row['mode']:>8}  evidence {row['evidence_recall']:.3f}"
@@ -113,10 +119,6 @@ def main():
             + f"  tokens/q {row['tokens_per_question']:.0f}  build s/conv {row['build_s_per_conversation']:.1f}"
             f"  s/q {row['s_per_question']:.2f}  wall {row['wall_s']:.0f} s"
         )
-    if args.out:
-        with open(args.out, "a") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
     if args.plot:
         pareto(rows, args.plot)
 
