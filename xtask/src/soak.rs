@@ -34,6 +34,9 @@ struct Sample {
     files: usize,
     store_mb: f64,
     cache_mb: f64,
+    /// What the server's bounded in-memory caches hold: the token memos' text and SQLite's heap.
+    memo_mb: f64,
+    sqlite_mb: f64,
     conversations: usize,
     pending: f64,
     requests: usize,
@@ -143,7 +146,7 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
     let mut samples = Vec::new();
     let mut seen = 0;
     let mut table = String::from(
-        "minute\trss_mb\tthreads\tfiles\tstore_mb\tcache_mb\tconversations_open\tembeddings_pending\trequests\tp50_ms\tp95_ms\n",
+        "minute\trss_mb\tthreads\tfiles\tstore_mb\tcache_mb\tmemo_mb\tsqlite_mb\tconversations_open\tembeddings_pending\trequests\tp50_ms\tp95_ms\n",
     );
     while Instant::now() < end && !stop.load(Ordering::Relaxed) {
         std::thread::sleep(soak.sample.min(end.saturating_duration_since(Instant::now())));
@@ -155,13 +158,15 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         };
         let s = sample(pid, &server, &db, cache.as_deref(), started.elapsed(), &window)?;
         let row = format!(
-            "{:.1}\t{:.1}\t{}\t{}\t{:.1}\t{:.1}\t{}\t{}\t{}\t{:.1}\t{:.1}\n",
+            "{:.1}\t{:.1}\t{}\t{}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{}\t{}\t{}\t{:.1}\t{:.1}\n",
             s.at.as_secs_f64() / 60.0,
             s.rss_mb,
             s.threads,
             s.files,
             s.store_mb,
             s.cache_mb,
+            s.memo_mb,
+            s.sqlite_mb,
             s.conversations,
             s.pending,
             s.requests,
@@ -204,7 +209,8 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
         let mean_p95 = |s: &[&Sample]| s.iter().map(|x| x.p95).sum::<f64>() / s.len().max(1) as f64;
         println!(
             "soak: from minute {:.0} to the end: RSS {:.1} -> {:.1} MB, threads {} -> {}, open files {} -> {}, store \
-             {:.1} -> {:.1} MB, caches {:.1} -> {:.1} MB; p95 {:.1} ms in the first third, {:.1} ms in the last",
+             {:.1} -> {:.1} MB, caches {:.1} -> {:.1} MB, token memo {:.1} -> {:.1} MB, SQLite heap {:.1} -> {:.1} \
+             MB; p95 {:.1} ms in the first third, {:.1} ms in the last",
             third.at.as_secs_f64() / 60.0,
             third.rss_mb,
             last.rss_mb,
@@ -216,6 +222,10 @@ pub(crate) fn run(root: &Path, args: &[String]) -> Result<()> {
             last.store_mb,
             third.cache_mb,
             last.cache_mb,
+            third.memo_mb,
+            last.memo_mb,
+            third.sqlite_mb,
+            last.sqlite_mb,
             mean_p95(&early),
             mean_p95(&late)
         );
@@ -259,6 +269,8 @@ fn sample(pid: u32, server: &Server, db: &Path, cache: Option<&Path>, at: Durati
         files,
         store_mb: store as f64 / 1e6,
         cache_mb: cache.map_or(0.0, |c| folder_bytes(c) as f64 / 1e6),
+        memo_mb: gauge("strata_token_memo_bytes") / 1e6,
+        sqlite_mb: gauge("strata_sqlite_heap_bytes") / 1e6,
         conversations: gauge("strata_conversations_open") as usize,
         pending: gauge("strata_embeddings_pending"),
         requests: window.len(),

@@ -112,6 +112,18 @@ impl Metrics {
                 embeddings.1 as f64,
             ),
             (
+                "strata_token_memo_bytes",
+                "Text bytes the tokenizers' count memos hold (each starts afresh past 32 MiB).",
+                "gauge",
+                strata_tokens::memo_bytes() as f64,
+            ),
+            (
+                "strata_sqlite_heap_bytes",
+                "Bytes SQLite holds on the heap: page caches, schemas and statements of every connection.",
+                "gauge",
+                strata_store::sqlite_heap_bytes() as f64,
+            ),
+            (
                 "strata_reranked_total",
                 "Question-aware contexts whose recall candidates the reranker read.",
                 "counter",

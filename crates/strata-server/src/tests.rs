@@ -252,6 +252,13 @@ async fn the_upstream_gets_the_context_within_the_budget_and_only_its_own_conver
     assert!(reduction > 0.5, "{metrics}");
     // No reranker: the counters are there, at zero.
     assert!(metrics.contains("\nstrata_reranked_total 0\n") && metrics.contains("\nstrata_rerank_cut_short_total 0\n"));
+    // The bounded caches are reported: 80 contexts counted turns through the memo, and the
+    // store's connections hold pages.
+    let gauge = |name: &str| -> f64 {
+        metrics.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')).unwrap().parse().unwrap()
+    };
+    assert!(gauge("strata_token_memo_bytes") > 0.0, "{metrics}");
+    assert!(gauge("strata_sqlite_heap_bytes") > 0.0, "{metrics}");
 }
 
 /// The last prompts forwarded are shown as they were sent (what the upstream received,

@@ -32,5 +32,16 @@ pub use search::{
 pub use sqlite::{Compacted, SqliteStore, INDEXES_KEPT};
 pub use store::{Store, StoredSummary};
 
+/// Bytes SQLite holds on the heap in this process (page caches, schemas, statements, over every
+/// connection), for the server's `/metrics`: each connection's page cache grows with the file up
+/// to its `cache_size`, so this rises early in a process's life and then stays under a bound.
+#[allow(unsafe_code)]
+pub fn sqlite_heap_bytes() -> u64 {
+    // SAFETY: `sqlite3_memory_used` takes nothing and reads a counter SQLite keeps under its own
+    // mutex; it is safe to call from any thread at any time, before or after any connection.
+    let used = unsafe { rusqlite::ffi::sqlite3_memory_used() };
+    u64::try_from(used).unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests;

@@ -17,6 +17,7 @@ use tiktoken_rs::CoreBPE;
 
 mod memo;
 
+pub use memo::held_bytes as memo_bytes;
 use memo::Memo;
 
 /// One of the bundled OpenAI encodings.

@@ -4,6 +4,7 @@
 //! of the text, so remembering it changes no result.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 /// Text bytes a memo holds before it starts afresh: a bound on its memory, far above what one
@@ -13,6 +14,15 @@ const CAPACITY_BYTES: usize = 32 << 20;
 /// Texts shorter than this are counted afresh: a role name or a word costs less to count than
 /// to look up and keep.
 const MIN_BYTES: usize = 24;
+
+/// Text bytes held by every memo of the process, for the server's `/metrics`: it grows to
+/// `CAPACITY_BYTES` a tokenizer and falls when a memo starts afresh.
+static HELD_BYTES: AtomicUsize = AtomicUsize::new(0);
+
+/// Text bytes the process's memos hold (their keys; the map adds about 40 bytes a text).
+pub fn held_bytes() -> usize {
+    HELD_BYTES.load(Ordering::Relaxed)
+}
 
 /// Token counts by text, for one tokenizer. Shared by every counter of that tokenizer in the
 /// process.
@@ -53,10 +63,12 @@ impl Memo {
             // Starting afresh is simpler than an eviction order, and a memo refills in one
             // context's worth of counting.
             s.counts.clear();
+            HELD_BYTES.fetch_sub(s.bytes, Ordering::Relaxed);
             s.bytes = 0;
         }
         if s.counts.insert(text.into(), kept).is_none() {
             s.bytes += text.len();
+            HELD_BYTES.fetch_add(text.len(), Ordering::Relaxed);
         }
         n
     }
@@ -64,6 +76,12 @@ impl Memo {
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.lock().counts.len()
+    }
+}
+
+impl Drop for Memo {
+    fn drop(&mut self) {
+        HELD_BYTES.fetch_sub(self.lock().bytes, Ordering::Relaxed);
     }
 }
 
