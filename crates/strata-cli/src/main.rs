@@ -12,6 +12,7 @@ mod input;
 mod memory;
 mod models;
 mod paraphrase;
+mod probes;
 mod segment;
 mod serve;
 mod summarize;
@@ -59,6 +60,8 @@ enum Command {
     Reembed(memory::ReembedArgs),
     /// Rewrite a probe set's evidence turns with a local model, keeping planted values verbatim.
     Paraphrase(Box<paraphrase::Args>),
+    /// Write probes for your own conversations with a model, checked, for `eval --dataset`.
+    Probes(Box<probes::Args>),
     /// Serve OpenAI-compatible chat completions with the memory in front of a model.
     Serve(Box<serve::Args>),
 }
@@ -105,6 +108,7 @@ fn main() -> ExitCode {
         Command::Compact(args) => memory::compact(args),
         Command::Reembed(args) => memory::reembed(args),
         Command::Paraphrase(args) => paraphrase::run(*args),
+        Command::Probes(args) => probes::run(*args),
         Command::Serve(args) => serve::run(*args),
     };
     match result {

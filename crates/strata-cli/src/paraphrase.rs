@@ -70,10 +70,9 @@ pub(crate) fn run(args: Args) -> Result<String> {
         text.push_str(&strata_transcript::to_json(c));
         text.push('\n');
     }
-    // Written beside the target and renamed over it: never half a file.
-    let tmp = args.out.with_extension("jsonl.partial");
-    std::fs::write(&tmp, text).with_context(|| format!("{}: cannot write", tmp.display()))?;
-    std::fs::rename(&tmp, &args.out).with_context(|| format!("{}: cannot write", args.out.display()))?;
+    // Never half a file.
+    strata_transcript::write_whole(&args.out, &text)
+        .with_context(|| format!("{}: cannot write", args.out.display()))?;
     let mut out = format!(
         "{}: {} conversations, {probes} probes; {} evidence turns asked of {}, {} rewritten",
         args.out.display(),

@@ -5,6 +5,9 @@
 //! Everything comes from one seed through a SplitMix64 generator written here, so the same
 //! seed gives byte-identical output on every platform and with every dependency version.
 //! `cargo xtask gen-probes --seed N` writes [`PROBES_FILE`].
+//!
+//! `written` makes probes for any conversation instead, asking a generator for them and
+//! keeping the ones that pass its checks ([`write_probes`], `strata probes`).
 
 /// The committed probe set (seed 7), relative to the repository root: the eval's `probes` suite.
 pub const PROBES_FILE: &str = "datasets/probes/probes.jsonl";
@@ -15,12 +18,14 @@ use strata_core::{Conversation, Participant, Probe, Role, Timestamp, Turn};
 
 mod families;
 mod paraphrase;
+mod written;
 
 pub use families::{
     generate_family, Family, DEV_FAMILIES, HELDOUT_FAMILY, PROBES_DEV_FILE, PROBES_HELDOUT_FILE,
     PROBES_HELDOUT_PARAPHRASED_FILE, PROBES_PARAPHRASED_FILE,
 };
 pub use paraphrase::{paraphrase, ParaphraseStats, Refusal, PARAPHRASE_PROMPT};
+pub use written::{write_probes, Kind, Reason, Verdict, WriteConfig, Written};
 
 /// Conversations per family in the development suite.
 const DEV_CONVERSATIONS: usize = 8;

@@ -1,6 +1,6 @@
 //! `strata._strata`, the native half of the Python package: the library's vocabulary as Python
 //! classes, and the functions a researcher calls from a notebook (`load`, `count_tokens`,
-//! `compress`, `Memory`, `eval`, `register_strategy`, and the models `Embedder` and `Generator`).
+//! `compress`, `Memory`, `eval`, `make_probes`, `register_strategy`, and the models `Embedder` and `Generator`).
 //!
 //! The key design choice is that Python sees the same machinery as the CLI, not a second
 //! implementation: transcripts go through `strata-transcript`'s loaders (dicts are handed over
@@ -14,6 +14,7 @@ mod errors;
 mod eval;
 mod memory;
 mod models;
+mod probes;
 mod strategy;
 
 use std::path::PathBuf;
@@ -45,6 +46,7 @@ fn strata_py(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(strategy::register_strategy, m)?)?;
     m.add_function(wrap_pyfunction!(strategy::registered_strategies, m)?)?;
     m.add_function(wrap_pyfunction!(eval::run_eval, m)?)?;
+    m.add_function(wrap_pyfunction!(probes::make_probes, m)?)?;
     m.add("BUILTIN_STRATEGIES", builtin_strategies())?;
     // The harness's list, so that `strata.eval` and `strata eval` compare the same by default.
     m.add("DEFAULT_STRATEGIES", strata::catalog::default_names())?;

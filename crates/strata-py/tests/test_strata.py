@@ -420,3 +420,83 @@ def test_a_generator_names_the_bad_field_of_a_message_and_a_missing_model():
     reply = generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)
     assert reply["generated_tokens"] <= 8 and reply["text"]
     assert generator.chat([{"role": "user", "content": "Say hello."}], max_tokens=8)["text"] == reply["text"]
+
+
+def _quiz_endpoint():
+    """An OpenAI-compatible endpoint inside the test: it answers each request with a probe
+    about the turns its reply format names as evidence (the name only those turns give)."""
+    import http.server
+    import re
+
+    served = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            prompt = body["messages"][1]["content"]
+            hint = prompt[prompt.rindex('"evidence": [') :]
+            ids = re.findall(r'"(t\d+)"', hint[: hint.index("]") + 1])
+            reply = {
+                "question": f"Which name goes with Q{ids[0][1:]}X?",
+                "answer": " and ".join(f"Zed{i[1:]}" for i in ids),
+                "evidence": ids,
+            }
+            data = json.dumps(
+                {
+                    "choices": [{"message": {"role": "assistant", "content": json.dumps(reply)}}],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 10},
+                }
+            ).encode()
+            served.append(ids)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1#quiz", served
+
+
+def test_make_probes_writes_what_the_cli_writes(tmp_path):
+    turns = [
+        {
+            "id": f"t{i}",
+            "role": "user" if i % 2 == 0 else "assistant",
+            "speaker": "Ana" if i % 2 == 0 else "Ben",
+            "timestamp": f"2023-05-{8 + i // 10:02d}T10:{i:02d}:00Z",
+            "content": f"On my trip I found a small lantern near gate{i}, and I named it Zed{i} after the harbour code Q{i}X.",
+        }
+        for i in range(60)
+    ]
+    source = tmp_path / "mine.json"
+    source.write_text(json.dumps({"id": "mine", "turns": turns}))
+    server, url, served = _quiz_endpoint()
+    try:
+        settings = ["--count", "8", "--recent-tokens", "200"]
+        made = strata.make_probes(
+            source, url, tmp_path / "py.probes.json", count=8, recent_tokens=200,
+            models_dir=tmp_path / "models", progress=False,
+        )
+        assert made["asked"] == 8 and len(served) == 8
+        assert made["kept"] == len(made["conversations"][0].probes) >= 4
+        assert made["kept"] + sum(made["dropped"].values()) == 8
+        assert all("reply" in v for v in made["verdicts"])
+        assert (tmp_path / "py.probes.verdicts.jsonl").read_text().count("\n") == 8
+        # The CLI, with the same settings and cache: nothing asked again, the same file.
+        cli = subprocess.run(
+            [BIN, "probes", source, "--generator", url, "--models-dir", tmp_path / "models",
+             "--out", tmp_path / "cli.probes.json", "--quiet", *settings],
+            capture_output=True, text=True,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert len(served) == 8
+        assert (tmp_path / "cli.probes.json").read_text() == (tmp_path / "py.probes.json").read_text()
+    finally:
+        server.shutdown()
+    with pytest.raises(strata.InputError, match="nope.json"):
+        strata.make_probes(tmp_path / "nope.json", url)

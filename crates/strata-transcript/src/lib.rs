@@ -98,6 +98,34 @@ pub fn load_bytes(file: &str, bytes: &[u8], jsonl: bool, format: Option<InputFor
     Ok(loaded)
 }
 
+/// Writes conversations where `load_path` reads them back: one Strata JSON object, or JSONL
+/// (one conversation a line) when `path` ends in `.jsonl`. Written whole beside the target and
+/// renamed over it, so a reader never sees half a file. Several conversations need `.jsonl`
+/// (an `InvalidInput` error otherwise).
+pub fn save_path(path: &Path, conversations: &[Conversation]) -> std::io::Result<()> {
+    let jsonl = path.extension().is_some_and(|e| e == "jsonl");
+    if !jsonl && conversations.len() != 1 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{} conversations need a .jsonl file", conversations.len()),
+        ));
+    }
+    let mut text = String::new();
+    for c in conversations {
+        text.push_str(&to_json(c));
+        text.push('\n');
+    }
+    write_whole(path, &text)
+}
+
+/// Writes `text` to `path` whole: to `PATH.partial` first, then renamed over `path`.
+pub fn write_whole(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, path)
+}
+
 fn detect(value: &serde_json::Value) -> Option<InputFormat> {
     match value {
         serde_json::Value::Object(map) => {

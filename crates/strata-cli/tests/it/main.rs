@@ -749,3 +749,154 @@ fn a_budget_too_small_for_the_newest_turn_says_so() {
     ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("leaves out the newest turn t7"));
 }
+
+/// An OpenAI-compatible endpoint for `strata probes`, inside the test: it answers each request
+/// with a probe about the turns its reply format names as evidence (the name each turn gives,
+/// which no other turn has), and counts the requests it served.
+fn quiz_endpoint() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1#quiz", listener.local_addr().unwrap());
+    let served = std::sync::Arc::new(AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut length = 0;
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let request: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let prompt = request["messages"][1]["content"].as_str().unwrap().to_string();
+            let hint = &prompt[prompt.rfind("\"evidence\": [").unwrap()..];
+            let ids: Vec<&str> = hint[hint.find('[').unwrap() + 1..hint.find(']').unwrap()]
+                .split(", ")
+                .map(|s| s.trim_matches('"'))
+                .collect();
+            let names: Vec<String> = ids.iter().map(|id| format!("Zed{}", &id[1..])).collect();
+            let reply = serde_json::json!({
+                "question": format!("Which name goes with Q{}X?", &ids[0][1..]),
+                "answer": names.join(" and "),
+                "evidence": ids,
+            });
+            let completion = serde_json::json!({
+                "choices": [{"message": {"role": "assistant", "content": reply.to_string()}}],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 10},
+            })
+            .to_string();
+            count.fetch_add(1, Ordering::SeqCst);
+            let mut stream = stream;
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{completion}",
+                completion.len()
+            );
+        }
+    });
+    (url, served)
+}
+
+/// A conversation of 60 turns over six days, each naming things no other turn names.
+fn named_turns(id: &str) -> String {
+    let turns: Vec<serde_json::Value> = (0..60)
+        .map(|i| {
+            serde_json::json!({
+                "id": format!("t{i}"),
+                "role": if i % 2 == 0 { "user" } else { "assistant" },
+                "speaker": if i % 2 == 0 { "Ana" } else { "Ben" },
+                "timestamp": format!("2023-05-{:02}T10:{:02}:00Z", 8 + i / 10, i),
+                "content": format!("On my trip I found a small lantern near gate{i}, and I named it Zed{i} after the harbour code Q{i}X."),
+            })
+        })
+        .collect();
+    serde_json::json!({ "id": id, "turns": turns }).to_string()
+}
+
+#[test]
+fn probes_are_written_checked_scored_and_served_from_the_cache_on_a_rerun() {
+    let (dir, path) = file("mine.json", named_turns("mine").as_bytes());
+    let (url, served) = quiz_endpoint();
+    let out = dir.path().join("mine.probes.json").display().to_string();
+    let models = dir.path().join("models").display().to_string();
+    let args = [
+        "probes",
+        &path,
+        "--generator",
+        &url,
+        "--models-dir",
+        &models,
+        "--out",
+        &out,
+        "--count",
+        "8",
+        "--recent-tokens",
+        "200",
+    ];
+    let first = strata(&args);
+    let stdout = String::from_utf8_lossy(&first.stdout);
+    assert_eq!(first.status.code(), Some(0), "{}", String::from_utf8_lossy(&first.stderr));
+    assert!(stdout.contains("kept of 8 asked"), "{stdout}");
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 8);
+    let written = std::fs::read_to_string(&out).unwrap();
+    let probes: serde_json::Value = serde_json::from_str(&written).unwrap();
+    let kept = probes["probes"].as_array().unwrap().len();
+    assert!(kept >= 4, "{stdout}\n{written}");
+    let verdicts = std::fs::read_to_string(dir.path().join("mine.probes.verdicts.jsonl")).unwrap();
+    assert_eq!(verdicts.lines().count(), 8);
+    assert!(verdicts.lines().all(|l| l.contains("\"reply\"")), "{verdicts}");
+
+    // The same command again: every reply from the cache, the same file.
+    let again = strata(&args);
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(served.load(std::sync::atomic::Ordering::SeqCst), 8, "a rerun asked the endpoint again");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), written);
+
+    // The file is a dataset: eval scores it, every kept probe.
+    let scored = dir.path().join("eval");
+    let o = eval(&["--dataset", &out, "--strategy", "window", "--budget", "1000", "--out", scored.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(results(&scored)["runs"][0]["probes"], kept as u64, "{}", results(&scored));
+
+    // An endpoint that is not there: every request counted as failed, nothing kept.
+    let none = strata(&[
+        "probes",
+        &path,
+        "--generator",
+        "http://127.0.0.1:9/v1#gone",
+        "--models-dir",
+        &models,
+        "--out",
+        &out,
+        "--count",
+        "3",
+        "--recent-tokens",
+        "200",
+        "--deadline-ms",
+        "2000",
+    ]);
+    let stdout = String::from_utf8_lossy(&none.stdout);
+    assert_eq!(none.status.code(), Some(0), "{}", String::from_utf8_lossy(&none.stderr));
+    assert!(stdout.contains("0 probes kept of 3 asked") && stdout.contains("3 generator-failed"), "{stdout}");
+}
+
+#[test]
+fn probes_for_several_conversations_need_a_jsonl_file() {
+    let text = format!("{}\n{}\n", named_turns("a"), named_turns("b"));
+    let (dir, path) = file("two.jsonl", text.as_bytes());
+    let out = dir.path().join("two.probes.json");
+    let run = strata(&["probes", &path, "--generator", "qwen", "--out", &out.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("2 conversations") && stderr.contains(".jsonl"), "{stderr}");
+    assert!(!out.exists());
+}

@@ -35,6 +35,7 @@ from ._strata import (
     compress,
     count_tokens,
     load,
+    make_probes,
     registered_strategies,
 )
 
@@ -59,6 +60,7 @@ __all__ = [
     "count_tokens",
     "eval",
     "load",
+    "make_probes",
     "register_strategy",
     "registered_strategies",
 ]

@@ -24,6 +24,7 @@ from ._strata import (
     compress as compress,
     count_tokens as count_tokens,
     load as load,
+    make_probes as make_probes,
     registered_strategies as registered_strategies,
 )
 

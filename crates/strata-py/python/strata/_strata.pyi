@@ -260,6 +260,27 @@ def load(path: Union[str, os.PathLike[str]], format: Optional[str] = None) -> Li
     """Every conversation in a file: Strata JSON or JSONL, OpenAI messages, or LoCoMo's file
     (``format``: strata, messages or locomo; detected when left out)."""
 
+def make_probes(
+    path: Union[str, os.PathLike[str]],
+    generator: str,
+    out: Optional[Union[str, os.PathLike[str]]] = None,
+    *,
+    log: Optional[Union[str, os.PathLike[str]]] = None,
+    count: int = 24,
+    seed: int = 0,
+    recent_tokens: int = 1000,
+    tokenizer: str = "o200k",
+    models_dir: Optional[Union[str, os.PathLike[str]]] = None,
+    deadline_ms: int = 300_000,
+    progress: bool = True,
+) -> Dict[str, Any]:
+    """Probes for each conversation of the file at ``path``, written by ``generator`` (qwen,
+    qwen1.5b, smollm2, a GGUF path, or ``URL#MODEL``; its replies cached on disk) and checked
+    before they are kept, as ``strata probes`` writes them. With ``out``, saved there (Strata
+    JSON, or JSONL for ``.jsonl``) for ``eval(datasets=[out])``, with every reply and verdict
+    beside it (``NAME.verdicts.jsonl``, or ``log``). Returns ``conversations`` (with their new
+    probes), ``verdicts``, ``asked``, ``kept``, ``dropped`` (reason: count) and ``report``."""
+
 def count_tokens(text_or_messages: Union[str, ConversationLike], tokenizer: str = "o200k") -> int:
     """Tokens in a text, or what a conversation or OpenAI message list costs as one request
     (framing and reply priming included). ``tokenizer``: o200k, cl100k, estimate, or a
