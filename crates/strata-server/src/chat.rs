@@ -426,12 +426,17 @@ async fn forward(
         }
         drop(client);
         let stored_at = Instant::now();
+        let too_long = sse.too_long();
         match sse.finish() {
             Some(reply) => {
                 let at = prepared.reply_at;
                 let s = state.clone();
                 let _ = tokio::task::spawn_blocking(move || store_reply(&s, &id, reply, at)).await;
             }
+            None if too_long => log(&format!(
+                "conversation {id}: the reply grew past {} bytes; passed on, not stored",
+                strata_core::Conversation::MAX_TURN_BYTES
+            )),
             None => log(&format!("conversation {id}: the stream ended before the reply finished; not stored")),
         }
         state.metrics.answered(started.elapsed(), overhead + stored_at.elapsed());
@@ -501,11 +506,31 @@ pub struct SseReply {
     /// Tool calls by their `index`: id, name, arguments so far.
     calls: Vec<(String, String, String)>,
     done: bool,
+    /// The reply grew past what a turn may hold: nothing more is kept, and nothing is stored.
+    too_long: bool,
 }
 
 impl SseReply {
+    /// Reads the next piece of the stream. What it holds is bounded: past
+    /// `Conversation::MAX_TURN_BYTES` (a reply the store would refuse anyway), or a line that
+    /// long without an end, it lets everything go and reads no more.
     pub fn feed(&mut self, bytes: &[u8]) {
+        if self.too_long {
+            return;
+        }
         self.pending.extend_from_slice(bytes);
+        self.read_lines();
+        // Checked once the whole lines are read, so that where the stream was cut into pieces
+        // does not change what is kept.
+        let held = self.pending.len()
+            + self.content.len()
+            + self.calls.iter().map(|(id, name, args)| id.len() + name.len() + args.len()).sum::<usize>();
+        if held > strata_core::Conversation::MAX_TURN_BYTES {
+            *self = SseReply { too_long: true, ..SseReply::default() };
+        }
+    }
+
+    fn read_lines(&mut self) {
         loop {
             let Some(end) = self.pending[self.scanned..].iter().position(|&b| b == b'\n') else {
                 self.scanned = self.pending.len();
@@ -553,9 +578,14 @@ impl SseReply {
         }
     }
 
-    /// The reply, if the stream finished it.
+    /// Whether the reply grew past what a turn may hold (and so will not be stored).
+    pub fn too_long(&self) -> bool {
+        self.too_long
+    }
+
+    /// The reply, if the stream finished it within the bound.
     pub fn finish(self) -> Option<Turn> {
-        if !self.done {
+        if !self.done || self.too_long {
             return None;
         }
         let mut t = Turn::new(String::new(), Role::Assistant, self.content);

@@ -495,6 +495,20 @@ fn a_reply_is_put_back_together_from_events_split_anywhere() {
     let mut sse = SseReply::default();
     sse.feed(&stream.as_bytes()[..100]);
     assert!(sse.finish().is_none());
+
+    // What a stream holds is bounded: a reply past what a turn may hold, or a line that never
+    // ends, is let go and not stored, however it goes on.
+    let delta = format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{}\"}}}}]}}\n\n", "x".repeat(1 << 20));
+    let endless = vec![b'y'; 1 << 20];
+    for piece in [delta.as_bytes(), &endless[..]] {
+        let mut sse = SseReply::default();
+        for _ in 0..17 {
+            sse.feed(piece);
+        }
+        assert!(sse.too_long());
+        sse.feed(b"data: [DONE]\n\n");
+        assert!(sse.finish().is_none());
+    }
 }
 
 #[test]
