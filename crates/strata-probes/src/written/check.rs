@@ -113,11 +113,32 @@ fn evidence_text(t: &Turn) -> String {
     }
 }
 
-/// Runs the checks; `tail` is the first of the newest turns (`pick::tail_start`), `kept` the
-/// probes already kept for this conversation. On success, what the duplicate check keeps.
+/// The newest turns of a conversation, as the `answerable-from-recent` check reads them: where
+/// they start (`pick::tail_start`) and the content words they say, read once a conversation.
+#[derive(Debug, Clone)]
+pub(super) struct Recent {
+    start: usize,
+    words: BTreeSet<String>,
+}
+
+impl Recent {
+    pub(super) fn new(conversation: &Conversation, start: usize) -> Recent {
+        // What the newest turns say, not their dates: every date of the conversation shares
+        // its month and year words with some recent day, and a "when" answer is not in the
+        // tail unless a recent turn says it.
+        let words = conversation.turns[start..]
+            .iter()
+            .flat_map(|t| content_words(&format!("{} {}", t.speaker_or_role(), t.content)))
+            .collect();
+        Recent { start, words }
+    }
+}
+
+/// Runs the checks; `kept` holds the probes already kept for this conversation. On success,
+/// what the duplicate check keeps.
 pub(super) fn check(
     conversation: &Conversation,
-    tail: usize,
+    recent: &Recent,
     c: &Candidate<'_>,
     kept: &[Kept],
 ) -> Result<Kept, Reason> {
@@ -159,14 +180,7 @@ pub(super) fn check(
         }
         Kind::Fact | Kind::Date => {}
     }
-    // What the newest turns say, not their dates: every date of the conversation shares its
-    // month and year words with some recent day, and a "when" answer is not in the tail unless
-    // a recent turn says it.
-    let recent: BTreeSet<String> = conversation.turns[tail..]
-        .iter()
-        .flat_map(|t| content_words(&format!("{} {}", t.speaker_or_role(), t.content)))
-        .collect();
-    if at.iter().any(|&i| i >= tail) || answer.is_subset(&recent) {
+    if at.iter().any(|&i| i >= recent.start) || answer.is_subset(&recent.words) {
         return Err(Reason::AnswerableFromRecent);
     }
     let evidence: BTreeSet<String> = c.evidence.iter().cloned().collect();
@@ -216,7 +230,8 @@ mod tests {
         kept: &[Kept],
     ) -> Result<Kept, Reason> {
         let evidence: Vec<String> = evidence.iter().map(|s| s.to_string()).collect();
-        check(&conversation(), 4, &Candidate { kind, picked, question, answer, evidence: &evidence }, kept)
+        let c = conversation();
+        check(&c, &Recent::new(&c, 4), &Candidate { kind, picked, question, answer, evidence: &evidence }, kept)
     }
 
     #[test]

@@ -129,10 +129,11 @@ pub fn write_probes(
     let mut verdicts = Vec::with_capacity(all);
     let mut out = Vec::with_capacity(conversations.len());
     for (c, (tail, picks)) in conversations.iter().zip(&plans) {
+        let recent = check::Recent::new(c, *tail);
         let mut kept = Vec::new();
         let mut probes = Vec::new();
         for p in picks {
-            let verdict = write_one(c, *tail, p, generator, config, &mut kept, probes.len());
+            let verdict = write_one(c, &recent, p, generator, config, &mut kept, probes.len());
             if let (true, Some(probe)) = (verdict.kept, &verdict.probe) {
                 probes.push(probe.clone());
             }
@@ -147,7 +148,7 @@ pub fn write_probes(
 
 fn write_one(
     c: &Conversation,
-    tail: usize,
+    recent: &check::Recent,
     pick: &pick::Pick,
     generator: &dyn Generator,
     config: &WriteConfig,
@@ -226,7 +227,7 @@ fn write_one(
         answer: &probe.answer,
         evidence: &probe.evidence,
     };
-    match check::check(c, tail, &candidate, kept) {
+    match check::check(c, recent, &candidate, kept) {
         Ok(k) => {
             kept.push(k);
             verdict.kept = true;

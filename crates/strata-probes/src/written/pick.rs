@@ -97,6 +97,7 @@ pub(super) fn picks(conversation: &Conversation, tail: usize, count: usize, seed
     let turns = &conversation.turns;
     let texts: Vec<&str> = turns.iter().map(|t| t.content.as_str()).collect();
     let specificity = Specificity::new(texts.iter().copied());
+    let specific: Vec<f32> = texts.iter().map(|t| specificity.of(t)).collect();
     let bags: Vec<BTreeSet<String>> = texts.iter().map(|t| content_words(t)).collect();
     let candidates: Vec<usize> =
         (0..tail).filter(|&i| matches!(turns[i].role, Role::User | Role::Assistant) && bags[i].len() >= 5).collect();
@@ -114,7 +115,7 @@ pub(super) fn picks(conversation: &Conversation, tail: usize, count: usize, seed
         for q in 0..quota {
             let stretch = &span[span.len() * q / quota..span.len() * (q + 1) / quota];
             let mut ranked: Vec<usize> = stretch.to_vec();
-            ranked.sort_by(|&a, &b| specificity.of(texts[b]).total_cmp(&specificity.of(texts[a])).then(a.cmp(&b)));
+            ranked.sort_by(|&a, &b| specific[b].total_cmp(&specific[a]).then(a.cmp(&b)));
             chosen.push(ranked[rng.below(ranked.len().min(3))]);
         }
     }
