@@ -219,9 +219,9 @@ pub struct Outcome {
     pub markdown: String,
     /// Every record the results were aggregated from, in their canonical order.
     pub records: Records,
-    /// With a reranker: the question-aware contexts it reranked, and how many of them were cut
-    /// short (a failed model call; an evaluation sets no time budget).
-    pub reranked: Option<(usize, usize)>,
+    /// With a reranker: the question-aware contexts it reranked, how many of them were cut
+    /// short (a failed model call; an evaluation sets no time budget), the passages it read.
+    pub reranked: Option<strata::RerankCounts>,
 }
 
 /// Runs the evaluation and writes its outputs under `config.out`.

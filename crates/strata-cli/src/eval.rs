@@ -95,7 +95,7 @@ struct RunArgs {
     #[arg(long, default_value = "minilm", value_parser = crate::models::names(strata_models::Kind::Embedder, true))]
     embedder: String,
     /// The cross-encoder that reranks the tiered memory's recall candidates for a question, or
-    /// none (recall keeps its fused order).
+    /// none (recall keeps its fused order). Scores are cached in the models folder's .cache.
     #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
     reranker: String,
     /// Write every context built to contexts.jsonl in the output folder, each with the turn it
@@ -212,10 +212,16 @@ fn report(outcome: Outcome, gate: &Gate, folder: &Path) -> Result<String> {
     // On one screen: the headline metrics, with where everything else went. The other
     // tables (segmentation, summaries) are short and printed whole.
     let results = &outcome.results;
-    if let Some((contexts, cut)) = outcome.reranked {
+    if let Some(r) = outcome.reranked {
+        let per = if r.contexts == 0 { 0.0 } else { r.passages as f64 / r.contexts as f64 };
         #[allow(clippy::print_stderr)]
         {
-            eprintln!("reranking: {contexts} question-aware contexts reranked, {cut} of them cut short by a failed model call");
+            eprintln!(
+                "reranking: {} question-aware contexts reranked, {per:.1} passages each; {} cut short by a failed model call ({:.1}%)",
+                r.contexts,
+                r.cut_short,
+                100.0 * r.cut_short_share()
+            );
         }
     }
     let probes: usize = results.runs.iter().map(|r| r.probes).sum();

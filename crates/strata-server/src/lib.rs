@@ -262,7 +262,7 @@ impl AppState {
         let summaries =
             slots.iter().filter_map(|s| s.try_lock().ok().and_then(|m| m.as_ref().map(Memory::pending))).sum();
         let embeddings = self.parts.embed_queue.as_ref().map_or((0, 0), |q| (q.pending(), q.shed()));
-        let reranked = self.parts.reranker.as_ref().map_or((0, 0), |r| r.counts());
+        let reranked = self.parts.reranker.as_ref().map_or_else(Default::default, |r| r.counts());
         Census { conversations: slots.len(), summaries, embeddings, reranked }
     }
 }
@@ -274,8 +274,8 @@ pub(crate) struct Census {
     pub(crate) summaries: usize,
     /// Stored turns waiting for their vectors, and those not queued because too many were.
     pub(crate) embeddings: (usize, usize),
-    /// Contexts reranked, and how many of them ran out of time (or had a model call fail).
-    pub(crate) reranked: (usize, usize),
+    /// What the reranker did: contexts, those that ran out of time, passages scored.
+    pub(crate) reranked: strata::RerankCounts,
 }
 
 fn internal(message: String) -> ApiError {

@@ -127,13 +127,25 @@ impl Metrics {
                 "strata_reranked_total",
                 "Question-aware contexts whose recall candidates the reranker read.",
                 "counter",
-                reranked.0 as f64,
+                reranked.contexts as f64,
             ),
             (
                 "strata_rerank_cut_short_total",
                 "Reranked contexts that ran out of --rerank-ms (or had a model call fail); the fused order stood for the rest.",
                 "counter",
-                reranked.1 as f64,
+                reranked.cut_short as f64,
+            ),
+            (
+                "strata_rerank_cut_short_ratio",
+                "Share of the reranked contexts that were cut short (0 before any).",
+                "gauge",
+                reranked.cut_short_share(),
+            ),
+            (
+                "strata_rerank_passages_total",
+                "Passages the reranker scored, over all contexts: its cost.",
+                "counter",
+                reranked.passages as f64,
             ),
         ] {
             let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}");

@@ -31,7 +31,7 @@ pub use config::{Clock, Layout, MemoryConfig, RecallConfig, TieredConfig};
 pub use embedding::EmbedQueue;
 pub use error::MemoryError;
 pub use memory::{Memory, Parts, Snapshot};
-pub use recall::{question_texts, Reranking};
+pub use recall::{question_texts, RerankCounts, Reranking};
 pub use reembed::reembed;
 pub use tiered::Tiered;
 

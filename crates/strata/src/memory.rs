@@ -652,13 +652,15 @@ impl Snapshot {
 
     /// Searches the whole conversation (the cold store) for `query`: the best `k` turns.
     pub fn recall(&self, query: &str, k: usize) -> Result<Vec<Hit>, MemoryError> {
-        let ranked = self.rank(query)?;
+        let ranked = self.rank(query, None)?;
         Ok(ranked.into_iter().take(k).map(|(i, score)| Hit { turn: self.history.turns()[i].clone(), score }).collect())
     }
 
     /// Every turn with a positive score for `question`, best first: the question (and its
-    /// content words) embedded in one call, then the recall stages.
-    fn rank(&self, question: &str) -> Result<Vec<(usize, f32)>, MemoryError> {
+    /// content words) embedded in one call, then the recall stages. `room` is the tokens the
+    /// recalled turns may fill, where a context is being built: the reranker reads only as
+    /// deep as could reach it ([`RecallConfig::rerank_reach`]).
+    pub(crate) fn rank(&self, question: &str, room: Option<usize>) -> Result<Vec<(usize, f32)>, MemoryError> {
         let turns = self.history.turns();
         let speakers = &self.grouping.speakers;
         let mut texts = recall::question_texts(question, speakers);
@@ -685,6 +687,8 @@ impl Snapshot {
             grouping: &self.grouping,
             config: &self.config.recall,
             reranker: self.reranker.as_deref(),
+            costs: &self.recalled_tokens,
+            room,
         };
         recall::rank(&at, &recall::Query::new(question, embedding, content, &self.config.recall))
     }

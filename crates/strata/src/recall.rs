@@ -140,6 +140,10 @@ pub(crate) struct Input<'a> {
     pub(crate) grouping: &'a Grouping,
     pub(crate) config: &'a RecallConfig,
     pub(crate) reranker: Option<&'a Reranking>,
+    /// Each turn's tokens as recalled (plain, dated).
+    pub(crate) costs: &'a [[usize; 2]],
+    /// The tokens the recalled turns may fill, where a context is being built.
+    pub(crate) room: Option<usize>,
 }
 
 /// A question as recall searches it: its words, and each search's weight and vector (the
@@ -248,10 +252,33 @@ pub struct Reranking {
     pub deadline: Option<Duration>,
     contexts: AtomicUsize,
     cut_short: AtomicUsize,
+    /// Passages scored, over all contexts: what the reranker cost.
+    passages: AtomicUsize,
     /// Seconds a byte of a slice's pairs cost in the latest model call (an f64's bits; 0 until
     /// the first): what sizes each slice to the time a context has left. Measured, not fixed,
     /// because it moves by an order of magnitude with the passages' length and the load.
     pace: AtomicU64,
+}
+
+/// What a [`Reranking`] has done: questions reranked, how many of them were cut short (past
+/// the deadline, or by a failed model call: the fused order stood for the rest either way),
+/// and the passages the model scored, its cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RerankCounts {
+    pub contexts: usize,
+    pub cut_short: usize,
+    pub passages: usize,
+}
+
+impl RerankCounts {
+    /// The share of reranked questions that were cut short (0 with none).
+    pub fn cut_short_share(&self) -> f64 {
+        if self.contexts == 0 {
+            0.0
+        } else {
+            self.cut_short as f64 / self.contexts as f64
+        }
+    }
 }
 
 impl std::fmt::Debug for Reranking {
@@ -267,14 +294,18 @@ impl Reranking {
             deadline,
             contexts: AtomicUsize::new(0),
             cut_short: AtomicUsize::new(0),
+            passages: AtomicUsize::new(0),
             pace: AtomicU64::new(0),
         }
     }
 
-    /// Questions reranked so far, and how many of them were cut short: past the deadline, or
-    /// by a failed model call (the fused order stood for the rest either way).
-    pub fn counts(&self) -> (usize, usize) {
-        (self.contexts.load(Ordering::Relaxed), self.cut_short.load(Ordering::Relaxed))
+    /// What the reranker has done so far.
+    pub fn counts(&self) -> RerankCounts {
+        RerankCounts {
+            contexts: self.contexts.load(Ordering::Relaxed),
+            cut_short: self.cut_short.load(Ordering::Relaxed),
+            passages: self.passages.load(Ordering::Relaxed),
+        }
     }
 
     /// How many of `rest` go to the model next: a slice of at most [`RERANK_SLICE`], and with
@@ -321,8 +352,11 @@ impl Reranking {
 pub(crate) const RERANK_SLICE: usize = 8;
 
 /// The fused ranking's best units (bursts): the first `rerank_keep` keep their places, the
-/// rest of the first `rerank_candidates` are read with the question by the reranker and follow
-/// in its order; every other turn follows in the fused order. Why keep the first: the fused
+/// rest of the candidates are read with the question by the reranker and follow in its order;
+/// every other turn follows in the fused order. The candidates are the first
+/// `rerank_candidates` units, and for a context only those that could enter it (see
+/// `RecallConfig::rerank_reach`): a small budget needs few, and a long message that cannot
+/// fit beside the kept units is not read. Why keep the first: the fused
 /// top already holds almost every evidence turn it finds (on LoCoMo's first five
 /// conversations every question whose evidence ranked in its first 40 units was answered at
 /// 2000 tokens), and the cross-encoder alone ranks single-hop evidence worse than fusion does;
@@ -351,7 +385,37 @@ impl Stage for Rerank {
             }
         }
         let keep = at.config.rerank_keep.min(units.len());
-        let passages: Vec<String> = units[keep..].iter().map(|u| passage(&at.turns[u.clone()])).collect();
+        // Only what could enter the context. The kept units are packed first, as the recalled
+        // block packs them (one that does not fit is passed over); a candidate can only
+        // enter the gap they leave, so one larger than the gap is not read, and the rest are
+        // read in fused order until they add up to `rerank_reach` times the gap.
+        if let Some(room) = at.room.filter(|_| at.config.rerank_reach > 0.0) {
+            let cost =
+                |u: &std::ops::Range<usize>| -> usize { u.clone().map(|i| at.costs.get(i).map_or(0, |c| c[0])).sum() };
+            let mut fill = 0;
+            for u in &units[..keep] {
+                if fill + cost(u) <= room {
+                    fill += cost(u);
+                }
+            }
+            let gap = room - fill;
+            let reach = (at.config.rerank_reach * gap as f32) as usize;
+            let mut total = 0;
+            let mut read = units[keep..].to_vec();
+            read.retain(|u| {
+                let c = cost(u);
+                let take = c <= gap && total < reach;
+                if take {
+                    total += c;
+                }
+                take
+            });
+            units.truncate(keep);
+            units.extend(read);
+        }
+        let words = question_words(query.text, &at.grouping.speakers);
+        let passages: Vec<String> =
+            units[keep..].iter().map(|u| passage(&at.turns[u.clone()], &words, at.config.rerank_window)).collect();
         let start = Instant::now();
         let mut scores: Vec<f32> = Vec::new();
         let mut cut_short = false;
@@ -378,6 +442,7 @@ impl Stage for Rerank {
         }
         if !passages.is_empty() {
             rr.contexts.fetch_add(1, Ordering::Relaxed);
+            rr.passages.fetch_add(scores.len(), Ordering::Relaxed);
         }
         if cut_short {
             rr.cut_short.fetch_add(1, Ordering::Relaxed);
@@ -403,10 +468,77 @@ impl Stage for Rerank {
     }
 }
 
-/// What the reranker reads for a unit's turns: one `speaker: text` line per turn.
-fn passage(turns: &[Turn]) -> String {
+/// What the reranker reads for a unit's turns: one `speaker: text` line per turn, or where
+/// that is over `window` words (and `window` is not 0), the window of `window` words that
+/// holds the most of the question's `words`, after the first turn's speaker. Why: a pair's
+/// cost grows faster than its length (attention), a long message is mostly about other
+/// things than the question, and the cross-encoder reads at most 512 tokens anyway, cutting
+/// from the end whatever the question matched.
+pub(crate) fn passage(turns: &[Turn], words: &BTreeSet<String>, window: usize) -> String {
     let lines: Vec<String> = turns.iter().map(|t| format!("{}: {}", t.speaker_or_role(), t.content)).collect();
-    lines.join("\n")
+    let text = lines.join("\n");
+    let spans: Vec<&str> = text.split_whitespace().collect();
+    if window == 0 || spans.len() <= window {
+        return text;
+    }
+    let at = best_window(&spans, words, window);
+    let body = spans[at..at + window].join(" ");
+    match turns.first() {
+        Some(t) if at > 0 => format!("{}: {body}", t.speaker_or_role()),
+        _ => body,
+    }
+}
+
+/// The question's words that a passage's window is chosen by: its [`content_words`] (all of
+/// its words that are not stopwords when none were removed), lowercased.
+fn question_words(question: &str, speakers: &BTreeSet<String>) -> BTreeSet<String> {
+    let content = content_words(question, speakers);
+    strata_text::alnum_words(content.as_deref().unwrap_or(question))
+        .map(str::to_lowercase)
+        .filter(|w| !is_stopword(w))
+        .collect()
+}
+
+/// The first word of the `window` words of `spans` that hold the most distinct `words`, then
+/// the most of them in all, then the earliest such matches, centred. A span matches a word when their lowercased
+/// letters and digits agree on the first five, or one (three at least) begins the other,
+/// which is at most three longer: "painted" and "painting" match "paint", "cats" matches
+/// "cat", "cathedral" does not; a stemmer's work without a language's rules.
+pub(crate) fn best_window(spans: &[&str], words: &BTreeSet<String>, window: usize) -> usize {
+    const STEM: usize = 5;
+    let form =
+        |w: &str| -> Vec<char> { w.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect() };
+    let matches = |a: &[char], b: &[char]| {
+        let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+        (short.len() >= STEM && short[..STEM] == long[..STEM])
+            || (short.len() >= 3 && long.starts_with(short) && long.len() - short.len() <= 3)
+    };
+    let forms: Vec<Vec<char>> = words.iter().map(|w| form(w)).filter(|f| !f.is_empty()).collect();
+    let hit: Vec<Option<usize>> = spans
+        .iter()
+        .map(|s| {
+            let f = form(s);
+            if f.is_empty() {
+                return None;
+            }
+            forms.iter().position(|q| matches(q, &f))
+        })
+        .collect();
+    let value = |start: usize| {
+        let found: Vec<usize> = hit[start..start + window].iter().flatten().copied().collect();
+        (found.iter().collect::<BTreeSet<_>>().len(), found.len())
+    };
+    let values: Vec<(usize, usize)> = (0..=spans.len() - window).map(value).collect();
+    let best = values.iter().copied().max().unwrap_or_default();
+    if best.0 == 0 {
+        // Nothing matches: the message's opening, which most often says what it is about.
+        return 0;
+    }
+    // The middle of the first run of best windows: the matches with as much around them on
+    // each side as the window allows.
+    let first = values.iter().position(|&v| v == best).unwrap_or(0);
+    let run = values[first..].iter().take_while(|&&v| v == best).count();
+    first + (run - 1) / 2
 }
 
 /// The stages, in order.

@@ -1243,11 +1243,11 @@ fn the_reranker_orders_the_candidates_after_the_kept_ones() {
         .collect();
     assert!(blues.windows(2).all(|w| w[0] >= w[1]), "{got:?} {blues:?}");
     assert_eq!(got[4], plain[4]);
-    assert_eq!(rr.counts(), (1, 0));
+    assert_eq!((rr.counts().contexts, rr.counts().cut_short, rr.counts().passages), (1, 0, 3));
     // A deadline already past: nothing is scored, the fused order stands, and it is counted.
     let (m, rr) = reranked_memory(1, Some(std::time::Duration::ZERO));
     assert_eq!(ids(&m), plain);
-    assert_eq!(rr.counts(), (1, 1));
+    assert_eq!((rr.counts().contexts, rr.counts().cut_short, rr.counts().passages), (1, 1, 0));
 }
 
 #[test]
@@ -1281,4 +1281,55 @@ fn a_deadline_sizes_each_reranking_slice_by_the_pace_last_measured() {
     assert_eq!(rr.next_slice(&q, &even, Some(ms(45)), false), 2);
     // A context's first slice reads one passage however slow the pace, to measure it again.
     assert_eq!(rr.next_slice(&q, &even, Some(ms(16)), true), 1);
+}
+
+#[test]
+fn a_long_candidate_is_read_as_the_window_that_holds_the_question_s_words() {
+    use crate::recall::{best_window, passage};
+    let words = |ws: &[&str]| ws.iter().map(|w| w.to_string()).collect::<BTreeSet<String>>();
+    // A window with both words beats one with one word twice, which beats one with it once;
+    // of equals, the first. "Painting," matches "paint", "cats." matches "cat".
+    let spans: Vec<&str> = "a b paint paint c d e cat f g Painting, cats. h i".split(' ').collect();
+    assert_eq!(best_window(&spans, &words(&["paint", "cat"]), 3), 9);
+    assert_eq!(best_window(&spans, &words(&["paint", "cat"]), 6), 2);
+    assert_eq!(best_window(&spans, &words(&["paint"]), 2), 2);
+    assert_eq!(best_window(&spans, &words(&["cats"]), 1), 7);
+    assert_eq!(best_window(&spans, &words(&["cathedral"]), 3), 0);
+    assert_eq!(best_window(&spans, &words(&[]), 3), 0);
+    let filler = "we talked about the weather and the traffic for a while ".repeat(10);
+    let long =
+        Turn::new("t1", Role::User, format!("{filler}then I adopted a puppy named Max {filler}")).with_speaker("Ann");
+    let read = passage(std::slice::from_ref(&long), &words(&["adopt", "puppy"]), 12);
+    assert!(read.starts_with("Ann: ") && read.contains("adopted a puppy named Max"), "{read}");
+    assert_eq!(read.split_whitespace().count(), 13, "{read}");
+    // Whole when short enough, or with no window.
+    let short = Turn::new("t2", Role::User, "I adopted a puppy").with_speaker("Ann");
+    assert_eq!(passage(std::slice::from_ref(&short), &words(&["puppy"]), 12), "Ann: I adopted a puppy");
+    assert_eq!(passage(std::slice::from_ref(&long), &words(&["puppy"]), 0), format!("Ann: {}", long.content));
+}
+
+#[test]
+fn for_a_context_the_reranker_reads_no_deeper_than_could_reach_it() {
+    // Passages read for a context and for a search, with a reach.
+    let reads = |reach: f32| {
+        let blue = Arc::new(Blue(Default::default()));
+        let rr = Arc::new(crate::Reranking::new(blue.clone(), None));
+        let mut c = config(2000);
+        c.recall.rerank_candidates = 4;
+        c.recall.rerank_keep = 1;
+        c.recall.rerank_reach = reach;
+        let mut m = Memory::open(c, Parts { reranker: Some(rr), ..parts(None) }).unwrap();
+        for t in reranked_memory(0, None).0.history().turns() {
+            m.push(t.clone()).unwrap();
+        }
+        let n = || blue.0.load(std::sync::atomic::Ordering::SeqCst);
+        m.context(24, Some("deploy")).unwrap();
+        let for_context = n();
+        m.recall("deploy", 5).unwrap();
+        (for_context, n() - for_context)
+    };
+    // No reach: every candidate after the kept one, for both. A reach far below one unit's
+    // tokens: none for the context, all of them for a search (which has no budget).
+    assert_eq!(reads(0.0), (3, 3));
+    assert_eq!(reads(0.001), (0, 3));
 }

@@ -252,7 +252,7 @@ impl Snapshot {
         let mut recalled: Option<Block> = None;
         if let Some(q) = question {
             let shown: BTreeSet<usize> = hot.iter().copied().collect();
-            let ranked = self.rank(q)?;
+            let ranked = self.rank(q, Some(left))?;
             recalled = self.recalled_block(&ranked, &shown, left);
         }
         // A turn recalled whole needs none of its sentences among the salient ones: those are
