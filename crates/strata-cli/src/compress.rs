@@ -28,6 +28,10 @@ pub(crate) struct Args {
     /// `strata eval` caches them), or none (recall by words alone).
     #[arg(long, default_value = "minilm", value_parser = crate::models::names(strata_models::Kind::Embedder, true))]
     embedder: String,
+    /// Reorder the tiered memory's deeper recall candidates for --question with a
+    /// cross-encoder, or none (the fused order).
+    #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
+    reranker: String,
     /// How to print the context: messages (an OpenAI-style JSON array), text, or json (the
     /// blocks with their kinds, source turn ids and tokens).
     #[arg(long, default_value = "messages", value_parser = ["messages", "text", "json"])]
@@ -62,7 +66,14 @@ pub(crate) fn run(args: Args) -> Result<String> {
         }
         _ => None,
     };
-    let models = strata::catalog::Models { generator, embedder, reranker: None };
+    // Opened only where it is read: a question for a strategy that reranks.
+    let reranker = match args.question {
+        Some(_) if strata::catalog::needs(&args.strategy).reranker => {
+            crate::models::reranking(&args.reranker, args.models_dir.as_deref(), None)?
+        }
+        _ => None,
+    };
+    let models = strata::catalog::Models { generator, embedder, reranker };
     let strategy = strata::catalog::build(&args.strategy, &config, &models)?;
     if args.question.is_some() && !strategy.question_aware() {
         // Said whether or not --explain was asked: the user expects the question to matter.

@@ -62,8 +62,7 @@ pub(crate) struct RecallArgs {
     /// How many turns to return, best first.
     #[arg(short, long, default_value_t = 5)]
     k: usize,
-    /// Reorder recall's deeper candidates with a cross-encoder (about a second on two cores), or
-    /// none (the fused order).
+    /// Reorder recall's deeper candidates with a cross-encoder, or none (the fused order).
     #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
     reranker: String,
     /// Counts tokens: o200k, cl100k, or a tokenizer.json.
@@ -97,8 +96,7 @@ pub(crate) struct ContextArgs {
     /// List every block on stderr.
     #[arg(long)]
     explain: bool,
-    /// Reorder recall's deeper candidates with a cross-encoder (about a second on two cores), or
-    /// none (the fused order).
+    /// Reorder recall's deeper candidates with a cross-encoder, or none (the fused order).
     #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
     reranker: String,
     /// Counts the budget: o200k, cl100k, or a tokenizer.json.

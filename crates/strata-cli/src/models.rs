@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::builder::{PossibleValue, PossibleValuesParser};
 use strata_core::Generator;
 use strata_models::table::MODELS;
@@ -43,6 +43,7 @@ pub(crate) fn reranking(
     if name == "none" {
         return Ok(None);
     }
-    let model = strata_models::reranker(name, &dir(models_dir))?;
+    let model = strata_models::reranker(name, &dir(models_dir))
+        .with_context(|| format!("--reranker {name}: pass --reranker none to recall without it"))?;
     Ok(Some(Arc::new(strata::Reranking::new(model, deadline))))
 }

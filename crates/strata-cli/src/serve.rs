@@ -61,8 +61,8 @@ pub(crate) struct Args {
     #[arg(long, value_parser = crate::models::names(strata_models::Kind::Embedder, true))]
     embedder: Option<String>,
     /// Reorder recall's deeper candidates for each question with a cross-encoder, or none (the
-    /// fused order). It reads up to 80 passages a question, about a second on two
-    /// cores; --rerank-ms bounds that.
+    /// fused order). It reads as many as could reach the context, each long message as its
+    /// part that matches the question; --rerank-ms bounds the time it takes.
     #[arg(long, default_value = "none", value_parser = crate::models::names(strata_models::Kind::Reranker, true))]
     reranker: String,
     /// With --reranker: milliseconds one context may spend reranking; candidates not yet

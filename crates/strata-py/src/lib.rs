@@ -106,7 +106,7 @@ pub(crate) fn models_dir(arg: Option<PathBuf>) -> PathBuf {
 #[pyfunction]
 #[pyo3(signature = (
     conversation, strategy="window", budget=2000, question=None, config=None, *, at=None,
-    tokenizer="o200k", model=None, embedder="minilm", models_dir=None
+    tokenizer="o200k", model=None, embedder="minilm", models_dir=None, reranker="none"
 ))]
 #[allow(clippy::too_many_arguments)]
 fn compress(
@@ -121,6 +121,7 @@ fn compress(
     model: Option<&str>,
     embedder: &str,
     models_dir: Option<PathBuf>,
+    reranker: &str,
 ) -> PyResult<Context> {
     let budget = errors::budget("budget", budget)?;
     let conversation = data::conversation_arg(conversation, "conversation")?;
@@ -134,7 +135,9 @@ fn compress(
     let config = data::strategies_config(config)?;
     let counter = counter(tokenizer)?;
     let history = History::from_turns(&conversation.id, turns, counter).into_py()?;
-    let strategy = build_strategy(py, strategy, &config, model, embedder, models_dir)?;
+    // The reranker reads a question only.
+    let reranker = if question.is_some() { reranker } else { "none" };
+    let strategy = build_strategy(py, strategy, &config, model, embedder, reranker, models_dir)?;
     let built = py.detach(|| strategy.build(&history, budget, question.as_deref()));
     let ctx = built.map_err(|e| errors::strategy_failed(py, e))?;
     if strategy.bounded() {
@@ -150,6 +153,7 @@ fn build_strategy(
     config: &strata::StrategiesConfig,
     model: Option<&str>,
     embedder: &str,
+    reranker: &str,
     models_dir: Option<PathBuf>,
 ) -> PyResult<Arc<dyn Strategy>> {
     let models = crate::models_dir(models_dir);
@@ -165,7 +169,12 @@ fn build_strategy(
         }
         _ => None,
     };
-    strata::catalog::build(name, config, &strata::catalog::Models { generator, embedder, reranker: None }).into_py()
+    let reranker = match reranker {
+        "none" => None,
+        r if strata::catalog::needs(name).reranker => Some(crate::memory::reranking(py, r, &models)?),
+        _ => None,
+    };
+    strata::catalog::build(name, config, &strata::catalog::Models { generator, embedder, reranker }).into_py()
 }
 
 /// A Python dict from a serde value, through the `json` module (one conversion path for

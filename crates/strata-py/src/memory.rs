@@ -35,7 +35,7 @@ impl Memory {
     /// the clock for the time triggers; `"last_turn"` takes "now" from the newest turn
     /// (replaying a transcript).
     /// `reranker="msmarco"` reorders recall's deeper candidates for a question with the
-    /// cross-encoder (about a second a question on two cores; no time limit).
+    /// cross-encoder (no time limit); `"none"` (the default) keeps the fused order.
     #[new]
     #[pyo3(signature = (
         db="memory.db", budget=8000, embedder=Some("minilm".to_string()), model=None, *,
@@ -73,11 +73,7 @@ impl Memory {
         };
         let reranker = match reranker {
             "none" => None,
-            "msmarco" => {
-                let model = py.detach(|| strata_models::reranker(reranker, &models)).into_py()?;
-                Some(Arc::new(strata::Reranking::new(model, None)))
-            }
-            r => return Err(input_error(format!("Memory: reranker `{r}`: expected msmarco or none"))),
+            r => Some(reranking(py, r, &models)?),
         };
         let budget = crate::errors::budget("budget", budget)?;
         let mut memory_config = MemoryConfig::for_budget(conversation, budget);
@@ -232,4 +228,13 @@ impl Memory {
     fn lock(&self) -> std::sync::MutexGuard<'_, strata::Memory> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
+}
+
+/// The reranking stage `name` selects (`msmarco`) from `models`, with no time limit.
+pub(crate) fn reranking(py: Python<'_>, name: &str, models: &std::path::Path) -> PyResult<Arc<strata::Reranking>> {
+    if name != "msmarco" {
+        return Err(input_error(format!("reranker `{name}`: expected msmarco or none")));
+    }
+    let model = py.detach(|| strata_models::reranker(name, models)).into_py()?;
+    Ok(Arc::new(strata::Reranking::new(model, None)))
 }

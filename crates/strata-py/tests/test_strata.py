@@ -221,6 +221,13 @@ def test_memory_reranks_with_the_cross_encoder(locomo_first):
     assert plain.verbatim_ids() != reranked.verbatim_ids()
     with pytest.raises(strata.InputError, match="reranker `bogus`: expected msmarco or none"):
         strata.Memory(":memory:", reranker="bogus")
+    # `compress` reranks the tiered memory's recall for its question as the memory does.
+    compressed = {
+        r: strata.compress(locomo_first, "tiered", 4000, question=question, reranker=r) for r in ("none", "msmarco")
+    }
+    assert compressed["none"].verbatim_ids() != compressed["msmarco"].verbatim_ids()
+    with pytest.raises(strata.InputError, match="reranker `bogus`: expected msmarco or none"):
+        strata.compress(locomo_first, "tiered", 4000, question=question, reranker="bogus")
 
 
 def test_memory_refuses_a_bad_turn_and_keeps_the_rest(tmp_path):

@@ -298,9 +298,12 @@ def compress(
     model: Optional[str] = None,
     embedder: str = "minilm",
     models_dir: Optional[Union[str, os.PathLike[str]]] = None,
+    reranker: str = "none",
 ) -> Context:
     """The context ``strategy`` (built-in or registered) builds within ``budget`` tokens, as it
-    stood right after turn ``at`` (default: the last)."""
+    stood right after turn ``at`` (default: the last). With a ``question``, ``reranker``
+    ``msmarco`` reorders the tiered memory's recall with the cross-encoder (``none``, the
+    default, keeps the fused order)."""
 
 def register_strategy(name: str, fn_: Callable[[History, int, Optional[str]], Iterable[Union[str, Turn]]], question_aware: bool = False) -> None: ...
 def registered_strategies() -> List[str]:
