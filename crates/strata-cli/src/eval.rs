@@ -213,12 +213,12 @@ fn report(outcome: Outcome, gate: &Gate, folder: &Path) -> Result<String> {
     // tables (segmentation, summaries) are short and printed whole.
     let results = &outcome.results;
     if let Some(r) = outcome.reranked {
-        let per = if r.contexts == 0 { 0.0 } else { r.passages as f64 / r.contexts as f64 };
         #[allow(clippy::print_stderr)]
         {
             eprintln!(
-                "reranking: {} question-aware contexts reranked, {per:.1} passages each; {} cut short by a failed model call ({:.1}%)",
+                "reranking: {} question-aware contexts reranked, {:.1} passages each; {} cut short by a failed model call ({:.1}%)",
                 r.contexts,
+                r.passages_per_context(),
                 r.cut_short,
                 100.0 * r.cut_short_share()
             );

@@ -273,10 +273,19 @@ pub struct RerankCounts {
 impl RerankCounts {
     /// The share of reranked questions that were cut short (0 with none).
     pub fn cut_short_share(&self) -> f64 {
+        self.per_context(self.cut_short)
+    }
+
+    /// Passages scored a reranked question, on average (0 with none).
+    pub fn passages_per_context(&self) -> f64 {
+        self.per_context(self.passages)
+    }
+
+    fn per_context(&self, n: usize) -> f64 {
         if self.contexts == 0 {
             0.0
         } else {
-            self.cut_short as f64 / self.contexts as f64
+            n as f64 / self.contexts as f64
         }
     }
 }
@@ -393,9 +402,9 @@ impl Stage for Rerank {
             let cost =
                 |u: &std::ops::Range<usize>| -> usize { u.clone().map(|i| at.costs.get(i).map_or(0, |c| c[0])).sum() };
             let mut fill = 0;
-            for u in &units[..keep] {
-                if fill + cost(u) <= room {
-                    fill += cost(u);
+            for c in units[..keep].iter().map(cost) {
+                if fill + c <= room {
+                    fill += c;
                 }
             }
             let gap = room - fill;
